@@ -1,0 +1,279 @@
+"""Validate and normalise decoded OpenLineage events (spec 2-0-x, ``spec/OpenLineage.json``).
+
+Rules (from the spec's JSON schema, plus the pipeline's normalisation):
+
+- The document is an object and one of: a **RunEvent** (has ``run``), a **JobEvent** (has ``job``,
+  no ``run``), a **DatasetEvent** (has ``dataset``, no ``job``/``run``) — :func:`classify_event`.
+- Every event: ``eventTime`` (ISO-8601 date-time *with* an offset; a naive time is rejected),
+  ``producer`` (an absolute URI). ``schemaURL`` is required by the spec but is only checked to be
+  a string when present, since Evo lineage events and older clients omit it.
+- RunEvent: ``run.runId`` a UUID (8-4-4-4-12 hex), ``job.namespace`` / ``job.name`` non-empty
+  strings; ``eventType``, optional in the spec, must be one of START, RUNNING, COMPLETE, ABORT,
+  FAIL, OTHER when present.
+- JobEvent: ``job``; DatasetEvent: ``dataset`` with ``namespace`` / ``name``.
+- ``inputs`` / ``outputs``: lists of objects with non-empty string ``namespace`` and ``name``;
+  ``facets`` / ``inputFacets`` / ``outputFacets`` / ``run.facets`` / ``job.facets``: objects.
+
+Normalisation (the returned dict is new; the input is not modified):
+
+- ``eventTime`` -> UTC ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (fractions beyond microseconds truncated);
+- ``run.runId`` -> lower case;
+- RunEvent ``inputs`` / ``outputs`` present (``[]`` when absent);
+- ``$self`` outputs -> the subject's ``namespace`` and ``name`` (no subject: :class:`SelfLinkError`).
+
+``self_link`` (seeds/evo-geoscience-object-lineage.md) is a JSON pointer into the Evo lineage
+document, ``/events/{i}/outputs/{j}``; for an event that travelled alone, ``/outputs/{j}`` (or any
+``i``) points into the event itself. With ``event_index`` (this event's position in the document,
+see :class:`schemas.codec.DecodedMessage`) the pointer is checked only on event ``i``, where
+``outputs[j]`` must exist and be named ``$self``; with ``event_count``, ``i`` must be in range.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+from schemas.errors import EventValidationError, SelfLinkError
+
+__all__ = ["EVENT_TYPES", "SELF", "classify_event", "validate_event", "validate_message", "normalise_event_time"]
+
+EVENT_TYPES = frozenset({"START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER"})
+SELF = "$self"
+
+_UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\Z")
+_URI_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:[^\s]+\Z")
+_TIME_RE = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:[.,](\d+))?"
+    r"(?:([Zz])|([+-])(\d{2})(?::?(\d{2}))?)\Z",
+    re.ASCII,
+)
+_NAIVE_TIME_RE = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}([.,]\d+)?)?\Z", re.ASCII)
+_POINTER_RE = re.compile(r"(?:/events/(0|[1-9][0-9]*))?/outputs/(0|[1-9][0-9]*)\Z")
+_UTC = UTC
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _fail(field: str, message: str, code: str) -> EventValidationError:
+    return EventValidationError(f"{field}: {message}", code=code, field=field)
+
+
+def classify_event(doc: Any) -> str:
+    """``"run"`` (has ``run``), ``"job"`` (has ``job``, no ``run``) or ``"dataset"`` (has ``dataset`` only)."""
+    if type(doc) is not dict:
+        raise EventValidationError(f"event must be a JSON object, not {type(doc).__name__}",
+                                   code="validation.not_an_event", field="$")
+    if "run" in doc:
+        return "run"
+    if "job" in doc:
+        return "job"
+    if "dataset" in doc:
+        return "dataset"
+    raise EventValidationError("not an OpenLineage event: no run, job or dataset", code="validation.not_an_event",
+                               field="$")
+
+
+def normalise_event_time(value: Any, field: str = "eventTime") -> str:
+    """ISO-8601 date-time with offset -> UTC ``YYYY-MM-DDTHH:MM:SS.ffffffZ``; EventValidationError otherwise."""
+    if type(value) is not str:
+        raise _fail(field, f"must be an ISO-8601 string, not {type(value).__name__}", "validation.event_time")
+    m = _TIME_RE.match(value)
+    if m is None:
+        if _NAIVE_TIME_RE.match(value):
+            raise _fail(field, f"{_short(value)} has no UTC offset (add Z or +hh:mm)", "validation.event_time")
+        raise _fail(field, f"{_short(value)} is not an ISO-8601 date-time with offset", "validation.event_time")
+    y, mo, d, h, mi, s, frac, z, sign, oh, om = m.groups()
+    micro = int((frac or "0")[:6].ljust(6, "0"))
+    try:
+        if z:
+            tz = _UTC
+        else:
+            hours, minutes = int(oh), int(om or 0)
+            if hours > 23 or minutes > 59:
+                raise ValueError(f"offset {sign}{oh}:{om or '00'} out of range")
+            delta = timedelta(hours=hours, minutes=minutes)
+            tz = timezone(-delta if sign == "-" else delta)
+        dt = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s), micro, tzinfo=tz)
+        if not z:
+            dt = dt.astimezone(_UTC)
+    except (ValueError, OverflowError) as exc:
+        raise _fail(field, f"{_short(value)} is not a valid date-time ({exc})", "validation.event_time") from exc
+    return (f"{dt.year:04d}-{dt.month:02d}-{dt.day:02d}T{dt.hour:02d}:{dt.minute:02d}:{dt.second:02d}."
+            f"{dt.microsecond:06d}Z")
+
+
+def _name(obj: dict[str, Any], key: str, where: str) -> str:
+    value = obj.get(key)
+    if value is None:
+        raise _fail(f"{where}.{key}", "is required", "validation.missing")
+    if type(value) is not str or not value:
+        raise _fail(f"{where}.{key}", f"must be a non-empty string, not {_short(value)}", "validation.type")
+    return value
+
+
+def _object(doc: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    value = doc.get(key)
+    if value is None:
+        raise _fail(where, "is required", "validation.missing")
+    if type(value) is not dict:
+        raise _fail(where, f"must be an object, not {type(value).__name__}", "validation.type")
+    return value
+
+
+def _optional_object(obj: dict[str, Any], key: str, where: str) -> None:
+    if key in obj and type(obj[key]) is not dict:
+        raise _fail(f"{where}.{key}", f"must be an object, not {type(obj[key]).__name__}", "validation.type")
+
+
+def _datasets(doc: dict[str, Any], key: str, facet_key: str) -> list[dict[str, Any]] | None:
+    if key not in doc:
+        return None
+    items = doc[key]
+    if type(items) is not list:
+        raise _fail(key, f"must be a list, not {type(items).__name__}", "validation.type")
+    for i, item in enumerate(items):
+        where = f"{key}[{i}]"
+        if type(item) is not dict:
+            raise _fail(where, f"must be an object, not {type(item).__name__}", "validation.type")
+        _name(item, "namespace", where)
+        _name(item, "name", where)
+        _optional_object(item, "facets", where)
+        _optional_object(item, facet_key, where)
+    return items
+
+
+def _check_subject(subject: Any) -> dict[str, str]:
+    if type(subject) is not dict:
+        raise SelfLinkError(f"subject must be an object {{namespace, name}}, not {type(subject).__name__}",
+                            field="subject")
+    ns, name = subject.get("namespace"), subject.get("name")
+    if type(ns) is not str or not ns or type(name) is not str or not name:
+        raise SelfLinkError("subject needs non-empty string namespace and name", field="subject")
+    if name == SELF:
+        raise SelfLinkError("subject name cannot itself be $self", field="subject.name")
+    return subject
+
+
+def _check_self_link(doc: dict[str, Any], self_link: Any, event_index: int | None, event_count: int | None) -> None:
+    if not isinstance(self_link, str):
+        raise SelfLinkError(f"self_link must be a JSON pointer string, not {type(self_link).__name__}",
+                            field="self_link")
+    m = _POINTER_RE.match(self_link)
+    if m is None:
+        raise SelfLinkError(f"self_link {_short(self_link)} is not a pointer /events/i/outputs/j", field="self_link")
+    i = None if m.group(1) is None else int(m.group(1))
+    j = int(m.group(2))
+    if event_index is not None:
+        if i is None:
+            raise SelfLinkError(f"self_link {self_link} must be /events/i/outputs/j in an Evo lineage document",
+                                field="self_link")
+        if event_count is not None and i >= event_count:
+            raise SelfLinkError(f"self_link {self_link} points at event {i} of a document with {event_count}",
+                                field="self_link")
+        if i != event_index:
+            return
+    outputs = doc.get("outputs")
+    if type(outputs) is not list or j >= len(outputs):
+        raise SelfLinkError(f"self_link {self_link} points at no output (the event has "
+                            f"{len(outputs) if type(outputs) is list else 0})", field="self_link")
+    target = outputs[j]
+    if type(target) is not dict or target.get("name") != SELF:
+        raise SelfLinkError(f"self_link {self_link} points at an output that is not named $self", field="self_link")
+
+
+def _resolve_self(outputs: list[dict[str, Any]], subject: Any) -> list[dict[str, Any]]:
+    resolved = None
+    for j, item in enumerate(outputs):
+        if item["name"] == SELF:
+            if subject is None:
+                raise SelfLinkError(f"outputs[{j}].name: $self output but the message carries no subject "
+                                    f"(Kafka header lineage.subject)", field=f"outputs[{j}].name")
+            if resolved is None:
+                resolved = list(outputs)
+            resolved[j] = {**item, "namespace": subject["namespace"], "name": subject["name"]}
+    return outputs if resolved is None else resolved
+
+
+def validate_event(document: Any, subject: dict[str, str] | None = None, self_link: str | None = None, *,
+                   event_index: int | None = None, event_count: int | None = None) -> dict[str, Any]:
+    """The normalised event (a new dict); raises EventValidationError / SelfLinkError naming the field.
+
+    ``event_index`` / ``event_count``: this event's position in its Evo lineage document and the
+    document's size (``DecodedMessage.event_index`` / ``event_count``), for the ``self_link`` check.
+    """
+    if self_link is not None and event_index is None:
+        # A SelfLinkPointer from decode_message knows which event of its document it came with.
+        event_index = getattr(self_link, "event_index", None)
+        event_count = getattr(self_link, "event_count", None) if event_count is None else event_count
+    kind = classify_event(document)
+    doc: dict[str, Any] = document
+    if subject is not None:
+        subject = _check_subject(subject)
+    out = dict(doc)
+    if "eventTime" not in doc:
+        raise _fail("eventTime", "is required", "validation.missing")
+    out["eventTime"] = normalise_event_time(doc["eventTime"])
+    producer = doc.get("producer")
+    if producer is None:
+        raise _fail("producer", "is required", "validation.missing")
+    if type(producer) is not str or _URI_RE.match(producer) is None:
+        raise _fail("producer", f"must be an absolute URI string, not {_short(producer)}", "validation.type")
+    if "schemaURL" in doc and type(doc["schemaURL"]) is not str:
+        raise _fail("schemaURL", f"must be a string, not {_short(doc['schemaURL'])}", "validation.type")
+
+    if kind == "dataset":
+        ds = _object(doc, "dataset", "dataset")
+        _name(ds, "namespace", "dataset")
+        _name(ds, "name", "dataset")
+        _optional_object(ds, "facets", "dataset")
+        if self_link is not None:
+            raise SelfLinkError("self_link given for a DatasetEvent, which has no outputs", field="self_link")
+        return out
+
+    job = _object(doc, "job", "job")
+    _name(job, "namespace", "job")
+    _name(job, "name", "job")
+    _optional_object(job, "facets", "job")
+    if kind == "run":
+        run = _object(doc, "run", "run")
+        run_id = run.get("runId")
+        if run_id is None:
+            raise _fail("run.runId", "is required", "validation.missing")
+        if type(run_id) is not str or _UUID_RE.match(run_id) is None:
+            raise _fail("run.runId", f"must be a UUID string, not {_short(run_id)}", "validation.run_id")
+        _optional_object(run, "facets", "run")
+        lowered = run_id.lower()
+        if lowered != run_id:
+            out["run"] = {**run, "runId": lowered}
+        if "eventType" in doc:
+            et = doc["eventType"]
+            if type(et) is not str or et not in EVENT_TYPES:
+                raise _fail("eventType", f"must be one of {'|'.join(sorted(EVENT_TYPES))}, not {_short(et)}",
+                            "validation.event_type")
+
+    inputs = _datasets(doc, "inputs", "inputFacets")
+    outputs = _datasets(doc, "outputs", "outputFacets")
+    if inputs is not None:
+        for i, item in enumerate(inputs):
+            if item["name"] == SELF:
+                raise SelfLinkError(f"inputs[{i}].name: $self stands for the published object version and can "
+                                    "only be an output", field=f"inputs[{i}].name")
+    elif kind == "run":
+        out["inputs"] = []
+    if self_link is not None:
+        _check_self_link(doc, self_link, event_index, event_count)
+    if outputs is not None:
+        out["outputs"] = _resolve_self(outputs, subject)
+    elif kind == "run":
+        out["outputs"] = []
+    return out
+
+
+def validate_message(message: Any) -> dict[str, Any]:
+    """``validate_event`` for a :class:`schemas.codec.DecodedMessage` (document, subject, self_link, position)."""
+    return validate_event(message.document, message.subject, message.self_link,
+                          event_index=message.event_index, event_count=message.event_count)

@@ -1,0 +1,101 @@
+"""schemas.identity: canonical JSON, event hashes and deterministic UUIDv5 ids."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+
+import pytest
+
+from schemas.codec import decode_message, encode_json, encode_single_object
+from schemas.identity import (
+    LINEAGE_NAMESPACE,
+    canonical_json,
+    dataset_id,
+    edge_id,
+    event_hash,
+    hash_canonical,
+    job_id,
+    node_uuid,
+    run_node_id,
+)
+from schemas.validate import validate_event
+
+pytestmark = pytest.mark.unit
+
+RUN_ID = "ea041791-68bc-4ae1-bd89-4c8106a157e4"
+
+
+def event(**over: object) -> dict[str, object]:
+    ev: dict[str, object] = {
+        "eventType": "COMPLETE", "eventTime": "2024-05-01T12:00:00Z",
+        "run": {"runId": RUN_ID}, "job": {"namespace": "ns", "name": "job"},
+        "inputs": [{"namespace": "db", "name": "a"}], "outputs": [{"namespace": "db", "name": "b"}],
+        "producer": "https://example.com/p",
+    }
+    ev.update(over)
+    return ev
+
+
+def test_canonical_json_sorts_keys_compactly_and_keeps_unicode() -> None:
+    assert canonical_json({"b": 1, "a": {"d": [1.0, None], "c": "ü"}}) == '{"a":{"c":"ü","d":[1.0,null]},"b":1}'
+
+
+def test_event_hash_is_sha256_of_canonical_utf8() -> None:
+    ev = event()
+    assert event_hash(ev) == hashlib.sha256(canonical_json(ev).encode("utf-8")).hexdigest()
+    assert hash_canonical(canonical_json(ev)) == event_hash(ev)
+    assert len(event_hash(ev)) == 64
+
+
+def test_key_order_does_not_change_the_hash() -> None:
+    ev = event()
+    reordered = json.loads(json.dumps(dict(reversed(list(ev.items())))))
+    assert event_hash(ev) == event_hash(reordered)
+
+
+def test_same_run_and_event_type_with_different_content_hash_differently() -> None:
+    a = event()
+    b = event(outputs=[{"namespace": "db", "name": "c"}])
+    assert (a["run"], a["eventType"]) == (b["run"], b["eventType"])
+    assert event_hash(validate_event(a)) != event_hash(validate_event(b))
+
+
+def test_offset_spellings_of_one_instant_hash_the_same_after_validation() -> None:
+    z = validate_event(event(eventTime="2024-05-01T12:00:00Z"))
+    plus2 = validate_event(event(eventTime="2024-05-01T14:00:00.000000+02:00"))
+    assert event_hash(z) == event_hash(plus2)
+    assert event_hash(event(eventTime="2024-05-01T12:00:00Z")) != event_hash(event(eventTime="2024-05-01T14:00:00+02:00"))
+
+
+def test_hash_survives_every_encoding() -> None:
+    ev = event(run={"runId": RUN_ID, "facets": {"x": {"n": 1.0, "big": 10**30}}})
+    expected = event_hash(validate_event(ev))
+    for value in (encode_single_object(ev), encode_json(ev)):
+        assert event_hash(validate_event(decode_message(value)[0].document)) == expected
+
+
+def test_int_and_float_hash_differently() -> None:
+    assert event_hash({"a": 1}) != event_hash({"a": 1.0})
+
+
+def test_lone_surrogates_hash_without_error() -> None:
+    assert len(event_hash({"a": "\ud800"})) == 64
+
+
+def test_uuid5_formulas() -> None:
+    assert LINEAGE_NAMESPACE == uuid.uuid5(uuid.NAMESPACE_URL, "https://github.com/lineage-stream/lineage-stream")
+    assert dataset_id("db", "t") == str(uuid.uuid5(LINEAGE_NAMESPACE, "dataset\x1fdb\x1ft"))
+    assert job_id("ns", "j") == str(uuid.uuid5(LINEAGE_NAMESPACE, "job\x1fns\x1fj"))
+    assert node_uuid("column", "db", "t", "c") == str(uuid.uuid5(LINEAGE_NAMESPACE, "column\x1fdb\x1ft\x1fc"))
+    assert run_node_id(RUN_ID.upper()) == run_node_id(RUN_ID) == node_uuid("run", RUN_ID)
+    assert edge_id("derived_from", "a", "b") == node_uuid("edge", "derived_from", "a", "b")
+    assert uuid.UUID(dataset_id("db", "t")).version == 5
+
+
+def test_ids_are_deterministic_and_unambiguous() -> None:
+    assert dataset_id("db", "t") == dataset_id("db", "t")
+    assert dataset_id("a/b", "c") != dataset_id("a", "b/c")
+    assert dataset_id("ns", "x") != job_id("ns", "x")
+    assert edge_id("derived_from", "a", "b") != edge_id("derived_from", "b", "a")
