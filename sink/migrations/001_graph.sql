@@ -6,7 +6,9 @@
 --     except the bookkeeping columns *_batch_id / committed_at;
 --   * first_seen / last_seen bound an edge's or node's validity in event time (as-of queries);
 --   * last_batch_id says which micro-batch last changed a row (the Parquet projection exports by it);
---   * staging tables are UNLOGGED, keyed (batch_id, part) so a retried task replaces its own rows.
+--   * staging tables are UNLOGGED, keyed (batch_id, part) so a retried task replaces its own rows (002);
+--   * aliases: a dataset row with alias_of set is another name of the node alias_of points to
+--     (symlinks facet); traversals treat coalesce(alias_of, dataset_id) as the node identity.
 
 CREATE TABLE IF NOT EXISTS lineage_namespaces (
     namespace      text PRIMARY KEY,
@@ -21,6 +23,7 @@ CREATE TABLE IF NOT EXISTS lineage_datasets (
     name            text NOT NULL,
     qualified_name  text NOT NULL,
     node_type       text NOT NULL DEFAULT 'table',  -- table | view | column | report | model | file | stream
+    node_type_source text NOT NULL DEFAULT 'guess',  -- 'facet' (datasetType facet) | 'guess' (from the naming)
     description     text,
     owner           text,
     tags            jsonb NOT NULL DEFAULT '[]',
@@ -35,6 +38,8 @@ CREATE TABLE IF NOT EXISTS lineage_datasets (
     UNIQUE (namespace, name)
 );
 
+CREATE INDEX IF NOT EXISTS lineage_datasets_aliases ON lineage_datasets (dataset_id) WHERE alias_of IS NOT NULL;
+
 -- Dataset revisions (the paper's DatasetRevision): one row per version seen.
 CREATE TABLE IF NOT EXISTS lineage_dataset_versions (
     version_id      uuid PRIMARY KEY,
@@ -46,9 +51,12 @@ CREATE TABLE IF NOT EXISTS lineage_dataset_versions (
     byte_count      bigint,
     null_counts     jsonb NOT NULL DEFAULT '{}',      -- {column: nullCount}
     fields_hash     text,
+    fields          jsonb,                            -- schema fields of this version (consistency vs previous)
+    assertions      jsonb NOT NULL DEFAULT '[]',      -- dataQualityAssertions.assertions
+    nominal_end     timestamptz,                      -- run nominal end (or start) time, for timeliness
     last_batch_id   bigint
 );
-CREATE INDEX IF NOT EXISTS lineage_dataset_versions_ds ON lineage_dataset_versions (dataset_id, event_time);
+CREATE INDEX IF NOT EXISTS lineage_dataset_versions_ds ON lineage_dataset_versions (dataset_id, event_time, version_id);
 
 CREATE TABLE IF NOT EXISTS lineage_jobs (
     job_id          uuid PRIMARY KEY,
@@ -86,6 +94,7 @@ CREATE TABLE IF NOT EXISTS lineage_runs (
     job_id          uuid,
     job_version_id  uuid,
     state           text,
+    state_rank      smallint,                          -- START 1 < RUNNING/OTHER 2 < COMPLETE/FAIL/ABORT 3
     state_time      timestamptz,                       -- event time of the event that set `state`
     started_at      timestamptz,
     ended_at        timestamptz,
@@ -100,6 +109,7 @@ CREATE TABLE IF NOT EXISTS lineage_runs (
     is_placeholder  boolean NOT NULL DEFAULT false,
     first_seen      timestamptz NOT NULL,
     last_seen       timestamptz NOT NULL,
+    facets_time     timestamptz,                       -- event time of job/parent/nominal columns held
     last_batch_id   bigint
 );
 CREATE INDEX IF NOT EXISTS lineage_runs_job ON lineage_runs (job_id);
@@ -127,13 +137,17 @@ CREATE TABLE IF NOT EXISTS lineage_edges (
     edge_type       text NOT NULL,                     -- derived_from | aggregated_from | joined_with | filtered_from | projected_from | reads | writes
     job_id          uuid,
     job_version_id  uuid,
+    run_id          uuid,                              -- the run that last produced this edge
     transformation  jsonb NOT NULL DEFAULT '{}',       -- {type, logic, version, git_commit}
     metadata        jsonb NOT NULL DEFAULT '{}',       -- {job_name, execution_time, duration_ms, records_processed}
     first_seen      timestamptz NOT NULL,
     last_seen       timestamptz NOT NULL,
     valid_to        timestamptz,                       -- set when a newer job version stopped producing this edge
+    tracing         jsonb NOT NULL DEFAULT '{}',       -- the job's tracing properties (terminal stops traversals)
     last_batch_id   bigint
 );
+CREATE INDEX IF NOT EXISTS lineage_edges_job ON lineage_edges (job_id);
+CREATE INDEX IF NOT EXISTS lineage_edges_run ON lineage_edges (run_id);
 CREATE INDEX IF NOT EXISTS lineage_edges_src ON lineage_edges (source_node_id);
 CREATE INDEX IF NOT EXISTS lineage_edges_tgt ON lineage_edges (target_node_id);
 
@@ -202,6 +216,7 @@ CREATE TABLE IF NOT EXISTS lineage_events (
     received_at     timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS lineage_events_run ON lineage_events (run_id);
+CREATE INDEX IF NOT EXISTS lineage_job_versions_job ON lineage_job_versions (job_id, first_seen);
 
 -- The paper's transaction log: one row per committed micro-batch.
 CREATE TABLE IF NOT EXISTS lineage_transactions (
@@ -213,5 +228,6 @@ CREATE TABLE IF NOT EXISTS lineage_transactions (
     events_new      integer NOT NULL DEFAULT 0,
     duplicates      integer NOT NULL DEFAULT 0,
     rows_added      integer NOT NULL DEFAULT 0,
-    rows_modified   integer NOT NULL DEFAULT 0
+    rows_modified   integer NOT NULL DEFAULT 0,
+    rows_by_table   jsonb NOT NULL DEFAULT '{}'         -- {table: rows added or modified}
 );

@@ -1,0 +1,188 @@
+"""Write throughput of the PostgreSQL graph store against the same machine's raw COPY rate.
+
+    python benchmarks/store_write_bench.py [--events 50000] [--batch-size 5000] [--dsn DSN] [--json FILE]
+
+Events come from the deterministic demo generator (producers/demo.py; Evo documents are decoded with
+their subject header), validated and hashed up front (not timed). Then, in one run on one database:
+
+* ``raw_copy``: COPY of the same events as (event_hash text, payload jsonb) rows into a plain table
+  — the floor any store of these events pays;
+* ``store``: ``GraphStore.write_batch`` of the events in batches (derive + COPY to staging + merge,
+  one transaction per batch), reported as events/s and graph rows/s (staged rows / s), with the time
+  split into derive (Python), stage (COPY) and merge (SQL);
+* ``replay``: the same batches again (all duplicates: the idempotent path);
+* ``split``: the streaming path on a fresh database — each batch cut into ``--parts`` partitions staged
+  by that many worker processes at once (``GraphStore.stage_partition``, as Spark executors do), then one
+  ``GraphStore.merge`` on the "driver".
+
+Without ``--dsn`` the embedded PostgreSQL is started in a temporary directory and stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from schemas.codec import SUBJECT_HEADER, decode_message
+from schemas.identity import canonical_json, event_hash
+from schemas.validate import validate_message
+from sink.derive import derive_batch
+from sink.model import StoredEvent
+from sink.postgres import GraphStore, copy_text
+
+
+def demo_events(n: int, seed: int = 7) -> list[StoredEvent]:
+    from producers.demo import DemoTraffic
+
+    out: list[StoredEvent] = []
+    traffic = DemoTraffic(seed=seed, datasets=400, jobs=200)
+    for i, message in enumerate(traffic.messages()):
+        headers = [(SUBJECT_HEADER, json.dumps(message.subject).encode())] if message.subject else None
+        for decoded in decode_message(json.dumps(message.value).encode(), headers):
+            event = validate_message(decoded)
+            out.append(StoredEvent(event, event_hash(event), f"demo[0]@{i}"))
+        if len(out) >= n:
+            return out[:n]
+    return out
+
+
+def raw_copy(dsn: str, events: list[StoredEvent]) -> float:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS bench_raw; CREATE TABLE bench_raw (event_hash text, payload jsonb)")
+        rows = [(e.event_hash, canonical_json(e.event)) for e in events]
+        started = time.perf_counter()
+        with conn.transaction(), conn.cursor() as cur, cur.copy("COPY bench_raw FROM STDIN") as copy:
+            for i in range(0, len(rows), 2000):
+                copy.write(copy_text("", rows[i:i + 2000]))
+        elapsed = time.perf_counter() - started
+        conn.execute("DROP TABLE bench_raw")
+    return elapsed
+
+
+def store_run(dsn: str, events: list[StoredEvent], batch_size: int, first_batch: int) -> dict[str, Any]:
+    total = 0.0
+    steps: dict[str, float] = {}
+    staged = 0
+    with GraphStore(dsn) as store:
+        store.migrate()
+        for start in range(0, len(events), batch_size):
+            batch = events[start:start + batch_size]
+            staged += derive_batch(batch).count()     # rows COPYed (not timed)
+            t0 = time.perf_counter()
+            store.write_batch(first_batch + start // batch_size, batch)
+            total += time.perf_counter() - t0
+            for step, seconds in store.last_timings.items():
+                steps[step] = steps.get(step, 0.0) + seconds
+    return {"seconds": total, "derive_seconds": steps.get("derive", 0.0), "staged_rows": staged, "steps": steps}
+
+
+def _stage(args: tuple[str, int, int, list[StoredEvent]]) -> int:
+    return GraphStore.stage_partition(*args)
+
+
+def split_run(dsn: str, events: list[StoredEvent], batch_size: int, parts: int) -> dict[str, Any]:
+    import multiprocessing
+
+    stage_s = merge_s = 0.0
+    with GraphStore(dsn) as store, multiprocessing.get_context("fork").Pool(parts) as pool:
+        store.migrate()
+        for start in range(0, len(events), batch_size):
+            batch_id = 1 + start // batch_size
+            batch = events[start:start + batch_size]
+            t0 = time.perf_counter()
+            pool.map(_stage, [(dsn, batch_id, p, batch[p::parts]) for p in range(parts)])
+            t1 = time.perf_counter()
+            store.merge(batch_id)
+            stage_s += t1 - t0
+            merge_s += time.perf_counter() - t1
+    return {"seconds": stage_s + merge_s, "stage_seconds": stage_s, "merge_seconds": merge_s}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=50_000)
+    parser.add_argument("--batch-size", type=int, default=5_000)
+    parser.add_argument("--dsn", default=None, help="PostgreSQL DSN (default: embedded server in a temp dir)")
+    parser.add_argument("--json", default=None, help="write the figures to this file too")
+    parser.add_argument("--parts", type=int, default=2, help="staging processes of the split path (0: skip it)")
+    args = parser.parse_args(argv)
+
+    server = None
+    tmp = None
+    dsn = args.dsn
+    if dsn is None:
+        from lineage.embedded.postgres import EmbeddedPostgres
+
+        tmp = tempfile.TemporaryDirectory(prefix="store-bench-")
+        server = EmbeddedPostgres(Path(tmp.name) / "data")
+        server.start()
+        dsn = server.dsn
+    try:
+        db = f"bench_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{db}"')
+        admin_dsn = dsn
+        params = psycopg.conninfo.conninfo_to_dict(dsn)
+        params["dbname"] = db
+        dsn = psycopg.conninfo.make_conninfo(**params)
+
+        t0 = time.perf_counter()
+        events = demo_events(args.events)
+        print(f"generated + validated {len(events)} demo events in {time.perf_counter() - t0:.1f}s "
+              f"(avg payload {sum(len(canonical_json(e.event)) for e in events[:2000]) / min(2000, len(events)):.0f} B)")
+        raw_s = raw_copy(dsn, events)
+        first = store_run(dsn, events, args.batch_size, 1)
+        replay = store_run(dsn, events, args.batch_size, 1_000_000)
+        split = None
+        if args.parts > 0:
+            split_db = f"{db}_split"
+            with psycopg.connect(admin_dsn, autocommit=True) as conn:
+                conn.execute(f'CREATE DATABASE "{split_db}"')
+            params["dbname"] = split_db
+            split = split_run(psycopg.conninfo.make_conninfo(**params), events, args.batch_size, args.parts)
+        n = len(events)
+        figures = {
+            "events": n,
+            "batch_size": args.batch_size,
+            "raw_copy_events_per_s": round(n / raw_s),
+            "store_events_per_s": round(n / first["seconds"]),
+            "store_rows_per_s": round(first["staged_rows"] / first["seconds"]),
+            "staged_rows_per_event": round(first["staged_rows"] / n, 2),
+            "store_vs_raw_copy": round(raw_s / first["seconds"], 3),
+            "derive_share": round(first["derive_seconds"] / first["seconds"], 3),
+            "derive_events_per_s": round(n / first["derive_seconds"]),
+            "replay_events_per_s": round(n / replay["seconds"]),
+        }
+        if split is not None:
+            figures.update({"split_parts": args.parts, "split_events_per_s": round(n / split["seconds"]),
+                            "split_vs_raw_copy": round(raw_s / split["seconds"], 3),
+                            "split_stage_seconds": round(split["stage_seconds"], 2),
+                            "split_merge_seconds": round(split["merge_seconds"], 2)})
+        for key, value in figures.items():
+            print(f"{key:>24}: {value}")
+        print("time per step of the first write (s):",
+              ", ".join(f"{k} {v:.2f}" for k, v in sorted(first["steps"].items(), key=lambda kv: -kv[1])))
+        figures["steps_seconds"] = {k: round(v, 3) for k, v in first["steps"].items()}
+        if args.json:
+            Path(args.json).write_text(json.dumps(figures, indent=2), encoding="utf-8")
+        with psycopg.connect(admin_dsn, autocommit=True) as conn:
+            for name in (db, f"{db}_split"):
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+    finally:
+        if server is not None:
+            server.stop(mode="immediate")
+        if tmp is not None:
+            tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

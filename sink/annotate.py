@@ -1,0 +1,201 @@
+"""Pure quality annotations (WIA-DATA-008 §4) of one dataset version against the previous one.
+
+Both the store (sink/postgres.py, which looks the previous version up in ``lineage_dataset_versions``
+inside its transaction) and the stream processor call :func:`quality_annotation` with
+:class:`VersionFacts` built from the facets (:func:`facts_from_row`).
+
+Formulas (``cur`` = this version, ``prev`` = the previous version of the same dataset by event time):
+
+* ``completeness = 1 - sum_c(nullCount_c) / (rowCount * n)``, with ``n`` the number of columns that
+  report a ``nullCount`` in ``dataQualityMetrics.columnMetrics``; ``None`` when ``rowCount`` is
+  missing or 0, or ``n == 0``; clamped to [0, 1].
+* ``accuracy = passed / total`` over ``dataQualityAssertions.assertions`` (``success`` true counts as
+  passed); ``None`` when there are no assertions.
+* ``consistency = |{f in prev.fields : cur has a field named f.name with the same type}| / |prev.fields|``;
+  1.0 when there is no previous version or it had no schema (nothing to be inconsistent with);
+  ``None`` when this version has no schema but the previous one had.
+* ``timeliness``: with ``d = event_time - nominal_end`` in seconds (``nominal_end`` = the run's
+  ``nominalTime.nominalEndTime``, else ``nominalStartTime``): 1.0 when ``d <= 0``, 0.0 when
+  ``d >= window``, else ``1 - d / window``; ``None`` without a nominal time. ``window`` defaults to
+  3600 s (``StoreSettings.timeliness_window_seconds``).
+
+Anomalies (need ``prev``):
+
+* row-count drop: ``prev.row_count > 0`` and ``drop = 1 - cur.row_count / prev.row_count > 0.5`` ->
+  ``{"type": "missing", "severity": critical if drop >= 0.9, high if >= 0.75, else medium,
+  "count": prev.row_count - cur.row_count}``;
+* null spike, per column with null counts and row counts in both versions: ``ratio = nullCount /
+  rowCount``; ``cur.ratio - prev.ratio > 0.2`` -> ``{"type": "invalid", "severity": high if the rise
+  >= 0.5 else medium, "count": cur.nullCount}``;
+* schema change: fields of ``prev`` removed or with another type in ``cur`` (only when both have a
+  schema) -> ``{"type": "invalid", "severity": "medium", "count": removed + retyped}``.
+
+Validations: one per assertion ``{rule_name, rule_type, passed, failed_count, details}``; ``rule_type``
+from the assertion name (not_null, unique, range, pattern, else custom); ``failed_count`` is the
+assertion's ``failedCount`` if given, else 0 when passed and None otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+__all__ = [
+    "VersionFacts", "QualityAnnotation", "completeness", "accuracy", "consistency", "timeliness",
+    "anomalies", "validations", "quality_annotation", "facts_from_row", "DEFAULT_TIMELINESS_WINDOW_SECONDS",
+]
+
+DEFAULT_TIMELINESS_WINDOW_SECONDS = 3600.0
+
+
+@dataclass(frozen=True)
+class VersionFacts:
+    """What the quality formulas need from one dataset version."""
+
+    row_count: int | None = None
+    null_counts: Mapping[str, int] = field(default_factory=dict)
+    fields: list[Mapping[str, Any]] | None = None      # [{name, type}] or None when no schema facet
+    assertions: list[Mapping[str, Any]] = field(default_factory=list)
+    event_time: datetime | None = None
+    nominal_end: datetime | None = None
+
+    def has_quality_input(self) -> bool:
+        return bool(self.row_count is not None or self.null_counts or self.assertions or self.fields
+                    or self.nominal_end is not None)
+
+
+@dataclass(frozen=True)
+class QualityAnnotation:
+    metrics: dict[str, float | None]
+    validations: list[dict[str, Any]]
+    anomalies: list[dict[str, Any]]
+
+
+def completeness(cur: VersionFacts) -> float | None:
+    """``1 - sum(nullCount) / (rowCount * n_columns_with_nullCount)``; None for rowCount 0/missing or n 0."""
+    if not cur.row_count or cur.row_count <= 0 or not cur.null_counts:
+        return None
+    nulls = sum(max(0, int(v)) for v in cur.null_counts.values())
+    value = 1.0 - nulls / (cur.row_count * len(cur.null_counts))
+    return min(1.0, max(0.0, value))
+
+
+def accuracy(cur: VersionFacts) -> float | None:
+    """``passed / total`` assertions; None without assertions."""
+    if not cur.assertions:
+        return None
+    passed = sum(1 for a in cur.assertions if a.get("success") is True)
+    return passed / len(cur.assertions)
+
+
+def _types(fields: list[Mapping[str, Any]]) -> dict[str, Any]:
+    return {str(f.get("name")): f.get("type") for f in fields}
+
+
+def consistency(cur: VersionFacts, prev: VersionFacts | None) -> float | None:
+    """Share of the previous version's fields still present with the same type (module doc)."""
+    if prev is None or not prev.fields:
+        return 1.0
+    if cur.fields is None:
+        return None
+    now = _types(cur.fields)
+    kept = sum(1 for name, kind in _types(prev.fields).items() if name in now and now[name] == kind)
+    return kept / len(_types(prev.fields))
+
+
+def timeliness(cur: VersionFacts, window_seconds: float = DEFAULT_TIMELINESS_WINDOW_SECONDS) -> float | None:
+    """1.0 on time, decaying linearly to 0.0 ``window_seconds`` after the nominal end (module doc)."""
+    if cur.nominal_end is None or cur.event_time is None:
+        return None
+    late = (cur.event_time - cur.nominal_end).total_seconds()
+    if late <= 0:
+        return 1.0
+    if window_seconds <= 0 or late >= window_seconds:
+        return 0.0
+    return 1.0 - late / window_seconds
+
+
+def anomalies(cur: VersionFacts, prev: VersionFacts | None) -> list[dict[str, Any]]:
+    """Row-count drop, null spikes and schema changes against ``prev`` (module doc)."""
+    out: list[dict[str, Any]] = []
+    if prev is None:
+        return out
+    if prev.row_count and prev.row_count > 0 and cur.row_count is not None:
+        drop = 1.0 - cur.row_count / prev.row_count
+        if drop > 0.5:
+            severity = "critical" if drop >= 0.9 else "high" if drop >= 0.75 else "medium"
+            out.append({"type": "missing", "severity": severity, "count": prev.row_count - cur.row_count,
+                        "description": f"row count fell {drop:.0%}: {prev.row_count} -> {cur.row_count}"})
+    if cur.row_count and prev.row_count and cur.row_count > 0 and prev.row_count > 0:
+        for col in sorted(set(cur.null_counts) & set(prev.null_counts)):
+            before = prev.null_counts[col] / prev.row_count
+            after = cur.null_counts[col] / cur.row_count
+            if after - before > 0.2:
+                out.append({"type": "invalid", "severity": "high" if after - before >= 0.5 else "medium",
+                            "count": int(cur.null_counts[col]),
+                            "description": f"null ratio of {col} rose {before:.2f} -> {after:.2f}"})
+    if prev.fields and cur.fields is not None:
+        now = _types(cur.fields)
+        removed = [n for n in _types(prev.fields) if n not in now]
+        retyped = [n for n, k in _types(prev.fields).items() if n in now and now[n] != k]
+        if removed or retyped:
+            out.append({"type": "invalid", "severity": "medium", "count": len(removed) + len(retyped),
+                        "description": f"schema change: removed {removed}, type changed {retyped}"})
+    return out
+
+
+def _rule_type(name: str) -> str:
+    lowered = name.lower()
+    if "null" in lowered:
+        return "not_null"
+    if "unique" in lowered or "distinct" in lowered:
+        return "unique"
+    if any(w in lowered for w in ("range", "between", "min", "max", "greater", "less")):
+        return "range"
+    if any(w in lowered for w in ("regex", "pattern", "match", "like")):
+        return "pattern"
+    return "custom"
+
+
+def validations(cur: VersionFacts) -> list[dict[str, Any]]:
+    """WIA §4 validation objects from the assertions (module doc)."""
+    out = []
+    for a in cur.assertions:
+        name = str(a.get("assertion") or "")
+        passed = a.get("success") is True
+        failed = a.get("failedCount")
+        column = a.get("column")
+        out.append({"rule_name": name, "rule_type": _rule_type(name), "passed": passed,
+                    "failed_count": failed if isinstance(failed, int) else (0 if passed else None),
+                    "details": f"column {column}" if column else None})
+    return out
+
+
+def quality_annotation(cur: VersionFacts, prev: VersionFacts | None,
+                       window_seconds: float = DEFAULT_TIMELINESS_WINDOW_SECONDS) -> QualityAnnotation:
+    """The §4 annotation of ``cur``: metrics, validations and anomalies against ``prev``."""
+    return QualityAnnotation(
+        metrics={"completeness": completeness(cur), "accuracy": accuracy(cur),
+                 "consistency": consistency(cur, prev), "timeliness": timeliness(cur, window_seconds)},
+        validations=validations(cur),
+        anomalies=anomalies(cur, prev),
+    )
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def facts_from_row(row: Mapping[str, Any]) -> VersionFacts:
+    """Facts from a ``lineage_dataset_versions`` row (or a dict with the same keys)."""
+    return VersionFacts(
+        row_count=row.get("row_count"),
+        null_counts=_json(row.get("null_counts")) or {},
+        fields=_json(row.get("fields")),
+        assertions=_json(row.get("assertions")) or [],
+        event_time=row.get("event_time"),
+        nominal_end=row.get("nominal_end"),
+    )

@@ -1,0 +1,644 @@
+"""The PostgreSQL lineage graph: migrations, staging (COPY) and set-based merges.
+
+One batch is one transaction. ``write_batch`` = derive (sink/derive.py, pure) + COPY into the UNLOGGED
+``stg_*`` tables tagged ``(batch_id, part)`` + :meth:`GraphStore.merge`, all on one connection in one
+transaction. The streaming path splits it: :meth:`GraphStore.stage_partition` on executors (own
+connection, replaces its ``(batch_id, part)`` rows: task retries are idempotent), then
+:meth:`GraphStore.merge` on the driver.
+
+The merge, per table in a fixed order (namespaces, datasets, dataset versions, jobs, job versions, runs,
+run io, edges, column lineage, provenance, quality, events, transaction log), reduces the staged rows to one
+per key in SQL, then ``INSERT ... SELECT ... ORDER BY key ON CONFLICT DO UPDATE SET ... WHERE <changed>``:
+
+* guards by event time, per column group: *facets* columns (``facets_time``): a newer event's non-null
+  value wins, an older one only fills a null; ``first_seen = least``, ``last_seen = greatest``;
+  placeholders: ``is_placeholder = old AND new``;
+* runs: ``(state_rank, state_time, state)`` only increases (START 1 < RUNNING 2 < COMPLETE/FAIL/ABORT 3),
+  so a terminal state is never replaced by a non-terminal one whatever the arrival order, and of two
+  terminal events the later in event time wins; ``started_at`` = earliest START, ``ended_at`` = time of the
+  winning terminal event, ``duration_ms = ended_at - started_at``;
+* ``WHERE (old values) IS DISTINCT FROM (new values)``: a replay changes no row, so ``last_batch_id`` stays
+  that of the batch that last changed the row, and ``rows_modified`` counts real changes only;
+* keys are sorted (``ORDER BY key``) and tables merged in one order, so two concurrent writers lock rows in
+  the same order (deadlocks are still retried ``store_deadlock_retries`` times);
+* edge validity: for each job touched, the current job version is the one first seen last; edges of that job
+  made by another version and last seen before the current version's first_seen get
+  ``valid_to = current.first_seen`` (history); an edge seen again after its valid_to becomes valid again;
+* raw events: ``ON CONFLICT (event_hash) DO NOTHING``; duplicates = staged - inserted;
+* a batch id already in ``lineage_transactions`` is not merged again (``already_committed``);
+* aliases: rows reference the node an event names (resolved through that event's own ``symlinks``
+  facet only, sink/derive.py), so the graph never depends on arrival order; ``alias_of`` joins alias
+  nodes to their canonical node and readers use ``coalesce(alias_of, dataset_id)``.
+
+Events whose text PostgreSQL cannot hold (NUL, lone surrogates) are rejected by the derivation and listed
+in :attr:`GraphStore.last_rejections`; they never fail the batch of the others.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from schemas.errors import EventValidationError, StoreError
+
+from . import ids
+from .annotate import facts_from_row, quality_annotation
+from .derive import STAGING_COLUMNS, GraphRows, derive_batch
+from .migrate import apply_migrations
+from .model import BatchResult, StoredEvent
+from .settings import StoreSettings
+
+__all__ = ["GraphStore"]
+
+log = logging.getLogger(__name__)
+
+_BATCH_LOCK_CLASS = 0x4C49  # "LI": pg_advisory_xact_lock(class, batch_id % 2^31)
+_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _field(value: Any) -> str:
+    if value is None:
+        return "\\N"
+    if value is True:
+        return "t"
+    if value is False:
+        return "f"
+    if isinstance(value, str):
+        if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
+            return value.translate(_ESCAPES)
+        return value
+    return str(value)
+
+
+def copy_text(prefix: str, rows: Sequence[tuple[Any, ...]]) -> str:
+    """COPY text format of ``rows``, each preceded by ``prefix`` (the ``batch_id\\tpart\\t`` columns)."""
+    out = io.StringIO()
+    write = out.write
+    for row in rows:
+        write(prefix)
+        write("\t".join([_field(v) for v in row]))
+        write("\n")
+    return out.getvalue()
+
+
+# ------------------------------------------------------------------------------------------------ SQL
+
+_C = '"C"'
+
+
+def _order(col: str, side: str) -> str:
+    return f"coalesce({side}.{col}, '-infinity'::timestamptz)"
+
+
+def _cn(col: str, order: str = "facets_time", empty: str | None = None) -> str:
+    """Newer non-null wins, an older value only fills a null; at equal order time the greater text wins
+    (``COLLATE "C"``), so the result never depends on arrival order. ``empty``: the 'absent' value of a
+    NOT NULL jsonb column (``'[]'`` / ``'{}'``)."""
+    new, old = f"EXCLUDED.{col}", f"t.{col}"
+    if empty is not None:
+        new, old = f"nullif(EXCLUDED.{col}, '{empty}'::jsonb)", f"nullif(t.{col}, '{empty}'::jsonb)"
+    n_ord, o_ord = _order(order, "EXCLUDED"), _order(order, "t")
+    tail = f", EXCLUDED.{col}" if empty is not None else ""
+    return (f"CASE WHEN {n_ord} > {o_ord} THEN coalesce({new}, t.{col}) "
+            f"WHEN {n_ord} < {o_ord} THEN coalesce({old}, EXCLUDED.{col}) "
+            f"WHEN {new}::text COLLATE \"C\" > {old}::text COLLATE \"C\" THEN {new} "
+            f"ELSE coalesce({old}, {new}{tail}) END")
+
+
+def _cnj(col: str, empty: str, order: str = "facets_time") -> str:
+    return _cn(col, order, empty)
+
+
+def _latest(col: str, order: str = "facets_time") -> str:
+    """Latest non-null value of a column among the staged rows of one key (ties: greater text)."""
+    return (f"(array_agg({col} ORDER BY {order} DESC NULLS LAST, {col}::text COLLATE \"C\" DESC) "
+            f"FILTER (WHERE {col} IS NOT NULL))[1]")
+
+
+def _upsert(table: str, key: str, cols: Sequence[str], select: str, updates: Mapping[str, str]) -> str:
+    """``WITH ins AS (INSERT .. ON CONFLICT DO UPDATE .. WHERE changed RETURNING added) SELECT counts``."""
+    sets = ", ".join(f"{c} = {e}" for c, e in updates.items())
+    old = ", ".join(f"t.{c}" for c in updates)
+    new = ", ".join(updates.values())
+    return (f"WITH ins AS (INSERT INTO {table} AS t ({', '.join(cols)}, last_batch_id) {select} "
+            f"ON CONFLICT ({key}) DO UPDATE SET {sets}, last_batch_id = EXCLUDED.last_batch_id "
+            f"WHERE ({old}) IS DISTINCT FROM ({new}) RETURNING (xmax = 0) AS added) "
+            f"SELECT count(*) FILTER (WHERE added), count(*) FILTER (WHERE NOT added) FROM ins")
+
+
+_B = "%(b)s"
+
+MERGE_NAMESPACES = _upsert(
+    "lineage_namespaces", "namespace", ("namespace", "first_seen"),
+    f"SELECT namespace, min(first_seen), {_B} FROM stg_namespaces WHERE batch_id = {_B} "
+    f"GROUP BY namespace ORDER BY namespace",
+    {"first_seen": "least(t.first_seen, EXCLUDED.first_seen)"})
+
+MERGE_DATASETS = _upsert(
+    "lineage_datasets", "dataset_id",
+    ("dataset_id", "namespace", "name", "qualified_name", "node_type", "node_type_source", "description", "owner",
+     "tags", "fields", "fields_hash", "alias_of", "is_placeholder", "first_seen", "last_seen", "facets_time"),
+    f"""SELECT dataset_id, namespace, name, qualified_name, coalesce(node_type, node_type_guess),
+               CASE WHEN node_type IS NULL THEN 'guess' ELSE 'facet' END, description, owner,
+               coalesce(tags, '[]'), coalesce(fields, '[]'), fields_hash, alias_of, is_placeholder, first_seen,
+               last_seen, facets_time, {_B}
+        FROM (SELECT dataset_id, min(namespace) AS namespace, min(name) AS name,
+                     min(qualified_name) AS qualified_name, {_latest('node_type')} AS node_type,
+                     min(node_type_guess) AS node_type_guess, {_latest('description')} AS description,
+                     {_latest('owner')} AS owner, {_latest('tags')} AS tags, {_latest('fields')} AS fields,
+                     {_latest('fields_hash')} AS fields_hash, {_latest('alias_of')} AS alias_of,
+                     bool_and(is_placeholder) AS is_placeholder, min(first_seen) AS first_seen,
+                     max(last_seen) AS last_seen, max(facets_time) AS facets_time
+              FROM stg_datasets WHERE batch_id = {_B} GROUP BY dataset_id) s
+        ORDER BY dataset_id""",
+    {
+        "node_type": "CASE WHEN EXCLUDED.node_type_source <> 'facet' THEN t.node_type "
+                     "WHEN t.node_type_source <> 'facet' THEN EXCLUDED.node_type "
+                     f"ELSE {_cn('node_type')} END",
+        "node_type_source": "CASE WHEN EXCLUDED.node_type_source = 'facet' THEN 'facet' ELSE t.node_type_source END",
+        "description": _cn("description"), "owner": _cn("owner"), "tags": _cnj("tags", "[]"),
+        "fields": _cnj("fields", "[]"), "fields_hash": _cn("fields_hash"), "alias_of": _cn("alias_of"),
+        "is_placeholder": "t.is_placeholder AND EXCLUDED.is_placeholder",
+        "first_seen": "least(t.first_seen, EXCLUDED.first_seen)", "last_seen": "greatest(t.last_seen, EXCLUDED.last_seen)",
+        "facets_time": "greatest(t.facets_time, EXCLUDED.facets_time)",
+    })
+
+MERGE_VERSIONS = _upsert(
+    "lineage_dataset_versions", "version_id",
+    ("version_id", "dataset_id", "version", "event_time", "run_id", "row_count", "byte_count", "null_counts",
+     "fields_hash", "fields", "assertions", "nominal_end"),
+    f"""SELECT version_id, dataset_id, version, event_time, run_id, row_count, byte_count,
+               coalesce(null_counts, '{{}}'), fields_hash, fields, coalesce(assertions, '[]'), nominal_end, {_B}
+        FROM (SELECT version_id, min(dataset_id::text)::uuid AS dataset_id, min(version) AS version,
+                     max(event_time) AS event_time, {_latest('run_id', 'event_time')} AS run_id,
+                     {_latest('row_count', 'event_time')} AS row_count,
+                     {_latest('byte_count', 'event_time')} AS byte_count,
+                     {_latest('null_counts', 'event_time')} AS null_counts,
+                     {_latest('fields_hash', 'event_time')} AS fields_hash,
+                     {_latest('fields', 'event_time')} AS fields,
+                     {_latest('assertions', 'event_time')} AS assertions,
+                     {_latest('nominal_end', 'event_time')} AS nominal_end
+              FROM stg_dataset_versions WHERE batch_id = {_B} GROUP BY version_id) s
+        ORDER BY version_id""",
+    {
+        "event_time": "greatest(t.event_time, EXCLUDED.event_time)",
+        "run_id": _cn("run_id", "event_time"), "row_count": _cn("row_count", "event_time"),
+        "byte_count": _cn("byte_count", "event_time"), "null_counts": _cnj("null_counts", "{}", "event_time"),
+        "fields_hash": _cn("fields_hash", "event_time"), "fields": _cn("fields", "event_time"),
+        "assertions": _cnj("assertions", "[]", "event_time"), "nominal_end": _cn("nominal_end", "event_time"),
+    })
+
+MERGE_JOBS = _upsert(
+    "lineage_jobs", "job_id",
+    ("job_id", "namespace", "name", "qualified_name", "job_type", "description", "owners", "tracing",
+     "is_placeholder", "first_seen", "last_seen", "facets_time"),
+    f"""SELECT job_id, namespace, name, qualified_name, job_type, description, coalesce(owners, '[]'),
+               coalesce(tracing, '{{}}'), is_placeholder, first_seen, last_seen, facets_time, {_B}
+        FROM (SELECT job_id, min(namespace) AS namespace, min(name) AS name, min(qualified_name) AS qualified_name,
+                     {_latest('job_type')} AS job_type, {_latest('description')} AS description,
+                     {_latest('owners')} AS owners, {_latest('tracing')} AS tracing,
+                     bool_and(is_placeholder) AS is_placeholder, min(first_seen) AS first_seen,
+                     max(last_seen) AS last_seen, max(facets_time) AS facets_time
+              FROM stg_jobs WHERE batch_id = {_B} GROUP BY job_id) s
+        ORDER BY job_id""",
+    {
+        "job_type": _cn("job_type"), "description": _cn("description"), "owners": _cnj("owners", "[]"),
+        "tracing": _cnj("tracing", "{}"), "is_placeholder": "t.is_placeholder AND EXCLUDED.is_placeholder",
+        "first_seen": "least(t.first_seen, EXCLUDED.first_seen)", "last_seen": "greatest(t.last_seen, EXCLUDED.last_seen)",
+        "facets_time": "greatest(t.facets_time, EXCLUDED.facets_time)",
+    })
+
+MERGE_JOB_VERSIONS = _upsert(
+    "lineage_job_versions", "job_version_id",
+    ("job_version_id", "job_id", "source_type", "source_url", "git_commit", "sql", "first_seen", "last_seen"),
+    f"""SELECT job_version_id, min(job_id::text)::uuid, min(source_type), min(source_url), min(git_commit), min(sql),
+               min(first_seen), max(last_seen), {_B}
+        FROM stg_job_versions WHERE batch_id = {_B} GROUP BY job_version_id ORDER BY job_version_id""",
+    {"first_seen": "least(t.first_seen, EXCLUDED.first_seen)", "last_seen": "greatest(t.last_seen, EXCLUDED.last_seen)"})
+
+_STATE_ORDER = "state_rank DESC, state_time DESC, state DESC"
+_WINS = ("(EXCLUDED.state_rank, EXCLUDED.state_time, EXCLUDED.state) > "
+         "(coalesce(t.state_rank, -1), coalesce(t.state_time, '-infinity'::timestamptz), coalesce(t.state, ''))")
+_RUN_FACETS = ("job_id", "job_version_id", "nominal_start", "nominal_end", "parent_run_id", "parent_job_id",
+               "root_run_id", "producer")
+MERGE_RUNS = _upsert(
+    "lineage_runs", "run_id",
+    ("run_id", "state", "state_rank", "state_time", "error_message", "started_at", "ended_at", "duration_ms",
+     *_RUN_FACETS, "is_placeholder", "first_seen", "last_seen", "facets_time"),
+    f"""SELECT run_id, state, state_rank, state_time, error_message, started_at,
+               CASE WHEN state_rank = 3 THEN state_time END,
+               CASE WHEN state_rank = 3 AND started_at IS NOT NULL
+                    THEN (extract(epoch FROM state_time - started_at) * 1000)::bigint END,
+               {', '.join(_RUN_FACETS)}, is_placeholder, first_seen, last_seen, facets_time, {_B}
+        FROM (SELECT run_id,
+                     (array_agg(state ORDER BY {_STATE_ORDER}) FILTER (WHERE state IS NOT NULL))[1] AS state,
+                     (array_agg(state_rank ORDER BY {_STATE_ORDER}) FILTER (WHERE state IS NOT NULL))[1] AS state_rank,
+                     (array_agg(state_time ORDER BY {_STATE_ORDER}) FILTER (WHERE state IS NOT NULL))[1] AS state_time,
+                     (array_agg(error_message ORDER BY {_STATE_ORDER}) FILTER (WHERE state IS NOT NULL))[1]
+                         AS error_message,
+                     min(started_at) AS started_at,
+                     {', '.join(f"{_latest(c)} AS {c}" for c in _RUN_FACETS)},
+                     bool_and(is_placeholder) AS is_placeholder, min(first_seen) AS first_seen,
+                     max(last_seen) AS last_seen, max(facets_time) AS facets_time
+              FROM stg_runs WHERE batch_id = {_B} GROUP BY run_id) s
+        ORDER BY run_id""",
+    {
+        "state": f"CASE WHEN {_WINS} THEN EXCLUDED.state ELSE t.state END",
+        "state_rank": f"CASE WHEN {_WINS} THEN EXCLUDED.state_rank ELSE t.state_rank END",
+        "state_time": f"CASE WHEN {_WINS} THEN EXCLUDED.state_time ELSE t.state_time END",
+        "error_message": f"CASE WHEN {_WINS} THEN EXCLUDED.error_message ELSE t.error_message END",
+        "ended_at": f"CASE WHEN {_WINS} THEN EXCLUDED.ended_at ELSE t.ended_at END",
+        "started_at": "least(t.started_at, EXCLUDED.started_at)",
+        **{c: _cn(c) for c in _RUN_FACETS},
+        "is_placeholder": "t.is_placeholder AND EXCLUDED.is_placeholder",
+        "first_seen": "least(t.first_seen, EXCLUDED.first_seen)", "last_seen": "greatest(t.last_seen, EXCLUDED.last_seen)",
+        "facets_time": "greatest(t.facets_time, EXCLUDED.facets_time)",
+    })
+
+RUN_DURATIONS = """
+    UPDATE lineage_runs r SET duration_ms = d.ms
+    FROM (SELECT run_id, CASE WHEN ended_at IS NOT NULL AND started_at IS NOT NULL
+                              THEN (extract(epoch FROM ended_at - started_at) * 1000)::bigint END AS ms
+          FROM lineage_runs WHERE run_id IN (SELECT run_id FROM stg_runs WHERE batch_id = %(b)s)) d
+    WHERE r.run_id = d.run_id AND r.duration_ms IS DISTINCT FROM d.ms"""
+
+MERGE_RUN_IO = _upsert(
+    "lineage_run_io", "run_id, dataset_id, direction",
+    ("run_id", "dataset_id", "direction", "version_id", "event_time"),
+    f"""SELECT run_id, dataset_id, direction, {_latest('version_id', 'event_time')}, min(event_time), {_B}
+        FROM stg_run_io WHERE batch_id = {_B} GROUP BY run_id, dataset_id, direction
+        ORDER BY run_id, dataset_id, direction""",
+    {"version_id": "coalesce(t.version_id, EXCLUDED.version_id)",
+     "event_time": "least(t.event_time, EXCLUDED.event_time)"})
+
+def _row_latest(col: str) -> str:
+    return f"(array_agg({col} ORDER BY last_seen DESC, coalesce(run_id::text, '') COLLATE {_C} DESC))[1] AS {col}"
+
+
+_ENEWER = ("(EXCLUDED.last_seen, coalesce(EXCLUDED.run_id::text, '')) >= "
+           "(t.last_seen, coalesce(t.run_id::text, ''))")
+_EDGE_LATEST = ("edge_type", "job_version_id", "run_id", "transformation", "metadata", "tracing")
+MERGE_EDGES = _upsert(
+    "lineage_edges", "edge_id",
+    ("edge_id", "source_node_id", "target_node_id", "kind", "job_id", *_EDGE_LATEST, "first_seen", "last_seen"),
+    f"""SELECT s.edge_id, s.source_node_id, s.target_node_id, s.kind, s.job_id, s.edge_type, s.job_version_id, s.run_id,
+               s.transformation,
+               CASE WHEN s.kind = 'dataset' THEN jsonb_set(s.metadata, '{{duration_ms}}', coalesce(to_jsonb(r.duration_ms), 'null'))
+                    ELSE s.metadata END,
+               s.tracing, s.first_seen, s.last_seen, {_B}
+        FROM (SELECT edge_id, min(source_node_id::text)::uuid AS source_node_id,
+                     min(target_node_id::text)::uuid AS target_node_id, min(kind) AS kind,
+                     min(job_id::text)::uuid AS job_id,
+                     {', '.join(_row_latest(c) for c in _EDGE_LATEST)},
+                     min(first_seen) AS first_seen, max(last_seen) AS last_seen
+              FROM stg_edges WHERE batch_id = {_B} GROUP BY edge_id) s
+        LEFT JOIN lineage_runs r ON r.run_id = s.run_id
+        ORDER BY s.edge_id""",
+    {
+        **{c: f"CASE WHEN {_ENEWER} THEN EXCLUDED.{c} ELSE t.{c} END" for c in _EDGE_LATEST},
+        "first_seen": "least(t.first_seen, EXCLUDED.first_seen)", "last_seen": "greatest(t.last_seen, EXCLUDED.last_seen)",
+        "valid_to": "CASE WHEN EXCLUDED.last_seen > t.valid_to THEN NULL ELSE t.valid_to END",
+    })
+
+EDGE_DURATIONS = """
+    UPDATE lineage_edges e SET metadata = jsonb_set(e.metadata, '{duration_ms}', to_jsonb(r.duration_ms)),
+                               last_batch_id = %(b)s
+    FROM lineage_runs r
+    WHERE r.run_id IN (SELECT run_id FROM stg_runs WHERE batch_id = %(b)s) AND e.run_id = r.run_id
+      AND e.kind = 'dataset' AND r.duration_ms IS NOT NULL
+      AND e.metadata -> 'duration_ms' IS DISTINCT FROM to_jsonb(r.duration_ms)"""
+
+EDGE_VALIDITY = """
+    WITH cur AS (
+        SELECT DISTINCT ON (v.job_id) v.job_id, v.job_version_id, v.first_seen
+        FROM lineage_job_versions v
+        WHERE v.job_id IN (SELECT job_id FROM stg_edges WHERE batch_id = %(b)s)
+        ORDER BY v.job_id, v.first_seen DESC, v.job_version_id DESC),
+    want AS (
+        SELECT e.edge_id,
+               CASE WHEN e.job_version_id IS DISTINCT FROM cur.job_version_id AND e.last_seen < cur.first_seen
+                    THEN cur.first_seen END AS valid_to
+        FROM lineage_edges e JOIN cur ON e.job_id = cur.job_id
+        WHERE e.job_version_id IS NOT NULL
+        ORDER BY e.edge_id)
+    UPDATE lineage_edges e SET valid_to = want.valid_to, last_batch_id = %(b)s
+    FROM want WHERE e.edge_id = want.edge_id AND e.valid_to IS DISTINCT FROM want.valid_to"""
+
+_CL_LATEST = ("transformation_type", "transformation_logic", "dependencies", "job_id")
+MERGE_COLUMN_LINEAGE = _upsert(
+    "lineage_column_lineage", "column_lineage_id",
+    ("column_lineage_id", "source_dataset_id", "source_table", "source_column", "target_dataset_id", "target_table",
+     "target_column", *_CL_LATEST, "first_seen", "last_seen"),
+    f"""SELECT column_lineage_id, min(source_dataset_id::text)::uuid, min(source_table), min(source_column),
+               min(target_dataset_id::text)::uuid, min(target_table), min(target_column),
+               {', '.join(_latest(c, "last_seen") for c in _CL_LATEST)},
+               min(first_seen), max(last_seen), {_B}
+        FROM stg_column_lineage WHERE batch_id = {_B} GROUP BY column_lineage_id ORDER BY column_lineage_id""",
+    {
+        **{c: _cn(c, "last_seen") for c in _CL_LATEST},
+        "first_seen": "least(t.first_seen, EXCLUDED.first_seen)", "last_seen": "greatest(t.last_seen, EXCLUDED.last_seen)",
+    })
+
+MERGE_PROVENANCE = """
+    WITH ins AS (
+        INSERT INTO lineage_provenance (provenance_id, node_id, event_hash, event_type, event_time, agent, operation,
+                                        context, tracing, last_batch_id)
+        SELECT DISTINCT ON (provenance_id) provenance_id, node_id, event_hash, event_type, event_time, agent,
+               operation, context, tracing, %(b)s
+        FROM stg_provenance WHERE batch_id = %(b)s ORDER BY provenance_id, part
+        ON CONFLICT (provenance_id) DO NOTHING RETURNING 1)
+    SELECT count(*), 0 FROM ins"""
+
+MERGE_EVENTS = """
+    WITH ins AS (
+        INSERT INTO lineage_events (event_hash, event_kind, event_type, event_time, run_id, job_namespace, job_name,
+                                    producer, source, payload, revision, first_batch_id)
+        SELECT DISTINCT ON (event_hash) event_hash, event_kind, event_type, event_time, run_id, job_namespace,
+               job_name, producer, source, payload, revision, %(b)s
+        FROM stg_events WHERE batch_id = %(b)s ORDER BY event_hash, part, source
+        ON CONFLICT (event_hash) DO NOTHING RETURNING 1)
+    SELECT (SELECT count(*) FROM stg_events WHERE batch_id = %(b)s), (SELECT count(*) FROM ins)"""
+
+QUALITY_INPUTS = """
+    WITH touched AS (SELECT DISTINCT version_id FROM stg_dataset_versions WHERE batch_id = %(b)s),
+    cur AS (SELECT v.version_id, v.dataset_id, v.event_time FROM lineage_dataset_versions v JOIN touched USING (version_id)),
+    ids AS (SELECT version_id FROM cur
+            UNION
+            SELECT n.version_id FROM cur CROSS JOIN LATERAL (
+                SELECT n.version_id FROM lineage_dataset_versions n
+                WHERE n.dataset_id = cur.dataset_id AND (n.event_time, n.version_id) > (cur.event_time, cur.version_id)
+                ORDER BY n.event_time, n.version_id LIMIT 1) n)
+    SELECT a.version_id::text, a.dataset_id::text, a.event_time, a.row_count, a.null_counts,
+           CASE WHEN a.fields_hash IS DISTINCT FROM p.fields_hash THEN a.fields END, a.assertions,
+           a.nominal_end, p.version_id IS NOT NULL, p.row_count, p.null_counts,
+           CASE WHEN a.fields_hash IS DISTINCT FROM p.fields_hash THEN p.fields END, p.assertions,
+           p.event_time, p.nominal_end, a.fields IS NOT NULL AND a.fields_hash IS NOT DISTINCT FROM p.fields_hash
+    FROM lineage_dataset_versions a JOIN ids USING (version_id) LEFT JOIN LATERAL (
+        SELECT * FROM lineage_dataset_versions p
+        WHERE p.dataset_id = a.dataset_id AND (p.event_time, p.version_id) < (a.event_time, a.version_id)
+        ORDER BY p.event_time DESC, p.version_id DESC LIMIT 1) p ON true
+    WHERE a.row_count IS NOT NULL OR a.null_counts <> '{}' OR a.assertions <> '[]' OR a.fields IS NOT NULL
+       OR a.nominal_end IS NOT NULL
+    ORDER BY a.version_id"""
+
+MERGE_QUALITY = _upsert(
+    "lineage_quality", "quality_id",
+    ("quality_id", "node_id", "version_id", "measured_at", "metrics", "validations", "anomalies"),
+    """SELECT quality_id, node_id, version_id, measured_at, metrics, validations, anomalies, %(b)s
+       FROM jsonb_to_recordset(%(rows)s::jsonb) AS q(quality_id uuid, node_id uuid, version_id uuid,
+            measured_at timestamptz, metrics jsonb, validations jsonb, anomalies jsonb)
+       ORDER BY quality_id""",
+    {"node_id": "EXCLUDED.node_id", "measured_at": "EXCLUDED.measured_at", "metrics": "EXCLUDED.metrics",
+     "validations": "EXCLUDED.validations", "anomalies": "EXCLUDED.anomalies"})
+
+_MERGES: tuple[tuple[str, str], ...] = (
+    ("lineage_namespaces", MERGE_NAMESPACES),
+    ("lineage_datasets", MERGE_DATASETS),
+    ("lineage_dataset_versions", MERGE_VERSIONS),
+    ("lineage_jobs", MERGE_JOBS),
+    ("lineage_job_versions", MERGE_JOB_VERSIONS),
+    ("lineage_runs", MERGE_RUNS),
+    ("lineage_run_io", MERGE_RUN_IO),
+    ("lineage_edges", MERGE_EDGES),
+    ("lineage_column_lineage", MERGE_COLUMN_LINEAGE),
+    ("lineage_provenance", MERGE_PROVENANCE),
+)
+
+
+def _counts(row: tuple[Any, ...] | None) -> tuple[int, int]:
+    if row is None:  # pragma: no cover - the count queries always return one row
+        raise StoreError("a merge statement returned no counts", code="store.merge")
+    return int(row[0]), int(row[1])
+
+
+def _identity(given: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The committer identity of the transaction log (paper §3.6.2): host, user, application, pid,
+    overlaid by what the caller gives (the processor adds its application id, batch source, ...)."""
+    import getpass
+    import os
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = None
+    return {"host": socket.gethostname(), "user": user, "application": "lineage-stream", "pid": os.getpid(),
+            **dict(given or {})}
+
+
+#: Stand-in for two schemas known equal by fields_hash (consistency 1.0, no schema anomaly).
+_SAME_SCHEMA = [{"name": "", "type": ""}]
+
+
+class GraphStore:
+    """The PostgreSQL lineage graph (see the module doc). ``GraphStore(dsn_or_settings)``."""
+
+    def __init__(self, dsn_or_settings: str | StoreSettings) -> None:
+        if isinstance(dsn_or_settings, StoreSettings):
+            self.settings = dsn_or_settings
+        else:
+            self.settings = StoreSettings(postgres_dsn=dsn_or_settings)
+        self._conn: psycopg.Connection | None = None
+        #: ``(source, EventValidationError)`` of the events the last write/stage could not store.
+        self.last_rejections: list[tuple[str, EventValidationError]] = []
+        #: Seconds spent per step of the last write/merge (derive, stage, each merge statement): for profiling.
+        self.last_timings: dict[str, float] = {}
+
+    # -- connections ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _connect(settings: StoreSettings) -> psycopg.Connection:
+        try:
+            conn = psycopg.connect(settings.dsn(), connect_timeout=settings.store_connect_timeout_seconds,
+                                   autocommit=True)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot connect to the graph database: {exc}", code="store.connect") from exc
+        conn.execute("SELECT set_config('statement_timeout', %s, false)",
+                     (str(int(settings.store_statement_timeout_seconds * 1000)),))
+        return conn
+
+    @property
+    def conn(self) -> psycopg.Connection:
+        if self._conn is None or self._conn.closed:
+            self._conn = self._connect(self.settings)
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> GraphStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- schema ---------------------------------------------------------------------------------------
+
+    def migrate(self, up_to: int | None = None) -> list[int]:
+        """Apply pending migrations (idempotent, safe with concurrent starters); return versions applied."""
+        return apply_migrations(self.conn, up_to=up_to)
+
+    # -- staging --------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _stage_rows(conn: psycopg.Connection, batch_id: int, part: int, rows: GraphRows, chunk: int) -> int:
+        """DELETE the (batch_id, part) rows of every staging table and COPY ``rows`` in (caller's transaction)."""
+        prefix = f"{int(batch_id)}\t{int(part)}\t"
+        total = 0
+        with conn.cursor() as cur:
+            for table, columns in STAGING_COLUMNS.items():
+                cur.execute(f"DELETE FROM {table} WHERE batch_id = %s AND part = %s", (batch_id, part))
+                data = rows.tables[table]
+                if not data:
+                    continue
+                total += len(data)
+                with cur.copy(f"COPY {table} (batch_id, part, {', '.join(columns)}) FROM STDIN") as copy:
+                    for start in range(0, len(data), 2000):
+                        copy.write(copy_text(prefix, data[start:start + 2000]))
+        return total
+
+    @classmethod
+    def stage_partition(cls, dsn: str | StoreSettings, batch_id: int, part: int,
+                        events: Sequence[StoredEvent]) -> int:
+        """Derive ``events`` and COPY them into staging as ``(batch_id, part)``, replacing earlier rows of
+        that pair (a retried task is idempotent). Own connection: callable on a Spark executor.
+        Returns the number of staged rows."""
+        settings = dsn if isinstance(dsn, StoreSettings) else StoreSettings(postgres_dsn=dsn)
+        events = list(events)
+        with cls._connect(settings) as conn:
+            rows = derive_batch(events)
+            for source, exc in rows.rejected:
+                log.warning("rejected event %s: %s", source, exc)
+            try:
+                with conn.transaction():
+                    return cls._stage_rows(conn, batch_id, part, rows, settings.store_copy_chunk_bytes)
+            except psycopg.Error as exc:
+                raise StoreError(f"staging batch {batch_id} part {part} failed: {exc}", code="store.stage") from exc
+
+    # -- merging --------------------------------------------------------------------------------------
+
+    def merge(self, batch_id: int, identity: Mapping[str, Any] | None = None) -> BatchResult:
+        """Merge every staged row of ``batch_id`` into the graph in one transaction and clear them."""
+        return self._retry(lambda: self._merge_tx(batch_id, identity, None))
+
+    def write_batch(self, batch_id: int, events: Sequence[StoredEvent],
+                    identity: Mapping[str, Any] | None = None) -> BatchResult:
+        """Derive, stage and merge ``events`` as batch ``batch_id`` in ONE transaction (module doc)."""
+        events = list(events)
+        self.last_timings = {}
+        started = time.perf_counter()
+        rows = derive_batch(events)
+        self.last_timings["derive"] = time.perf_counter() - started
+        self.last_rejections = list(rows.rejected)
+        for source, exc in rows.rejected:
+            log.warning("rejected event %s: %s", source, exc)
+        result = self._retry(lambda: self._merge_tx(batch_id, identity, rows))
+        result.rows_by_table["rejected_events"] = len(rows.rejected)
+        return result
+
+    def _retry(self, attempt: Any) -> BatchResult:
+        tries = self.settings.store_deadlock_retries + 1
+        for number in range(tries):
+            try:
+                return attempt()
+            except (pg_errors.DeadlockDetected, pg_errors.SerializationFailure) as exc:
+                if number + 1 >= tries:
+                    raise StoreError(f"batch gave up after {tries} deadlocks: {exc}", code="store.deadlock") from exc
+                log.info("batch transaction retried after %s", type(exc).__name__)
+                time.sleep(0.05 * (number + 1))
+            except psycopg.Error as exc:
+                raise StoreError(f"batch transaction failed: {exc}", code="store.merge") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _merge_tx(self, batch_id: int, identity: Mapping[str, Any] | None, rows: GraphRows | None) -> BatchResult:
+        conn = self.conn
+        params = {"b": batch_id}
+        result = BatchResult(batch_id=batch_id)
+        with conn.transaction(), conn.cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_BATCH_LOCK_CLASS, batch_id % 2_147_483_647))
+            if rows is not None:
+                started = time.perf_counter()
+                for table in STAGING_COLUMNS:
+                    cur.execute(f"DELETE FROM {table} WHERE batch_id = %s", (batch_id,))
+                self._stage_rows(conn, batch_id, 0, rows, self.settings.store_copy_chunk_bytes)
+                self.last_timings["stage"] = time.perf_counter() - started
+            committed = cur.execute("SELECT events_in, events_new, duplicates, rows_added, rows_modified "
+                                    "FROM lineage_transactions WHERE batch_id = %s", (batch_id,)).fetchone()
+            if committed is not None:
+                self._clear(cur, batch_id)
+                result.events_in, result.events_new, result.duplicates = committed[0], committed[1], committed[2]
+                result.already_committed = True
+                return result
+            for table, sql in _MERGES:
+                started = time.perf_counter()
+                added, modified = _counts(cur.execute(sql, params).fetchone())
+                if table == "lineage_runs":
+                    cur.execute(RUN_DURATIONS, params)
+                if table == "lineage_edges":
+                    modified += cur.execute(EDGE_DURATIONS, params).rowcount
+                    modified += cur.execute(EDGE_VALIDITY, params).rowcount
+                self._count(result, table, added, modified)
+                self.last_timings[table] = time.perf_counter() - started
+            started = time.perf_counter()
+            self._count(result, "lineage_quality", *self._merge_quality(cur, params))
+            self.last_timings["lineage_quality"] = time.perf_counter() - started
+            started = time.perf_counter()
+            events_in, events_new = _counts(cur.execute(MERGE_EVENTS, params).fetchone())
+            self.last_timings["lineage_events"] = time.perf_counter() - started
+            self._count(result, "lineage_events", events_new, 0)
+            producers = sorted({p for (p,) in cur.execute(
+                "SELECT DISTINCT producer FROM stg_events WHERE batch_id = %s AND producer IS NOT NULL",
+                (batch_id,)).fetchall()})
+            result.events_in, result.events_new, result.duplicates = events_in, events_new, events_in - events_new
+            cur.execute(
+                "INSERT INTO lineage_transactions (batch_id, identity, producers, events_in, events_new, duplicates,"
+                " rows_added, rows_modified, rows_by_table) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (batch_id, json.dumps(_identity(identity), sort_keys=True, default=str), json.dumps(producers),
+                 events_in, events_new, result.duplicates, result.rows_added, result.rows_modified,
+                 json.dumps(result.rows_by_table, sort_keys=True)))
+            self._clear(cur, batch_id)
+        return result
+
+    @staticmethod
+    def _count(result: BatchResult, table: str, added: int, modified: int) -> None:
+        result.rows_added += added
+        result.rows_modified += modified
+        if added or modified:
+            result.rows_by_table[table] = added + modified
+
+    @staticmethod
+    def _clear(cur: psycopg.Cursor, batch_id: int) -> None:
+        for table in STAGING_COLUMNS:
+            cur.execute(f"DELETE FROM {table} WHERE batch_id = %s", (batch_id,))
+
+    def _merge_quality(self, cur: psycopg.Cursor, params: dict[str, Any]) -> tuple[int, int]:
+        window = self.settings.timeliness_window_seconds
+        out = []
+        for row in cur.execute(QUALITY_INPUTS, params).fetchall():
+            (vid, node, etime, rc, nc, fields, assertions, nominal, has_prev, p_rc, p_nc, p_fields, p_as, p_time,
+             p_nominal, same_schema) = row
+            if same_schema:   # schemas equal by hash: not fetched; any equal non-empty schema gives the same result
+                fields = p_fields = _SAME_SCHEMA
+            current = facts_from_row({"row_count": rc, "null_counts": nc, "fields": fields, "assertions": assertions,
+                                      "event_time": etime, "nominal_end": nominal})
+            if not current.has_quality_input():
+                continue
+            previous = facts_from_row({"row_count": p_rc, "null_counts": p_nc, "fields": p_fields,
+                                       "assertions": p_as, "event_time": p_time, "nominal_end": p_nominal}) \
+                if has_prev else None
+            note = quality_annotation(current, previous, window)
+            out.append({"quality_id": ids.quality_id(vid), "node_id": node, "version_id": vid,
+                        "measured_at": etime.isoformat(), "metrics": note.metrics, "validations": note.validations,
+                        "anomalies": note.anomalies})
+        if not out:
+            return 0, 0
+        return _counts(cur.execute(MERGE_QUALITY, {**params, "rows": json.dumps(out)}).fetchone())

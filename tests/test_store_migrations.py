@@ -1,0 +1,81 @@
+"""sink/migrate.py: versioned, append-only migrations; an older database is upgraded in place."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import psycopg
+import pytest
+
+from schemas.identity import dataset_id
+from sink.derive import STAGING_COLUMNS
+from sink.migrate import available_migrations
+from sink.postgres import GraphStore
+from tests.test_derive import NS, ds, run_event, stored
+
+pytestmark = pytest.mark.integration
+
+
+def test_numbered_files_in_order():
+    versions = [m.version for m in available_migrations()]
+    assert versions == sorted(versions) and versions[:2] == [1, 2]
+
+
+def test_older_database_upgraded_in_place(pg_dsn):
+    with GraphStore(pg_dsn) as store:
+        assert store.migrate(up_to=1) == [1]
+        node = dataset_id(NS, "legacy.table")
+        with psycopg.connect(pg_dsn) as conn:   # data written by the 001-only version
+            conn.execute("INSERT INTO lineage_datasets (dataset_id, namespace, name, qualified_name, description,"
+                         " first_seen, last_seen, facets_time) VALUES (%s, %s, %s, %s, 'old description',"
+                         " '2020-01-01Z', '2020-01-01Z', '2020-01-01Z')",
+                         (node, NS, "legacy.table", f"{NS}/legacy.table"))
+            assert conn.execute("SELECT to_regclass('stg_events')").fetchone()[0] is None
+        assert store.migrate() == [v.version for v in available_migrations()][1:]
+        assert store.migrate() == []
+        with psycopg.connect(pg_dsn) as conn:
+            assert conn.execute("SELECT description, first_seen::date::text FROM lineage_datasets WHERE dataset_id = %s",
+                                (node,)).fetchone() == ("old description", "2020-01-01")
+            assert [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY version")] == \
+                [m.version for m in available_migrations()]
+        # the upgraded database takes new batches on top of the old rows
+        store.write_batch(1, [stored(run_event("COMPLETE", "2024-01-01T00:00:00.000000Z", str(uuid.uuid4()),
+                                               inputs=[ds("legacy.table")], outputs=[ds("new.table")]))])
+        with psycopg.connect(pg_dsn) as conn:
+            row = conn.execute("SELECT description, first_seen::date::text, last_seen::date::text FROM lineage_datasets"
+                               " WHERE dataset_id = %s", (node,)).fetchone()
+            assert row == ("old description", "2020-01-01", "2024-01-01")
+
+
+def test_concurrent_starters_apply_each_migration_once(pg_dsn):
+    results: list[list[int]] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(3)
+
+    def start() -> None:
+        try:
+            with GraphStore(pg_dsn) as store:
+                barrier.wait(timeout=30)
+                results.append(store.migrate())
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors
+    applied = sorted(v for r in results for v in r)
+    assert applied == [m.version for m in available_migrations()]
+
+
+def test_staging_columns_match_the_ddl(pg_dsn):
+    with GraphStore(pg_dsn) as store:
+        store.migrate()
+        for table, columns in STAGING_COLUMNS.items():
+            ddl = [r[0] for r in store.conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = %s ORDER BY ordinal_position",
+                (table,)).fetchall()]
+            assert ddl == ["batch_id", "part", *columns], table
