@@ -1,0 +1,279 @@
+"""End-to-end benchmark: Kafka -> Spark Structured Streaming processor -> PostgreSQL + Parquet.
+
+Measured in one run, on the same machine and servers (embedded broker and PostgreSQL unless
+given), and printed / written as JSON with the keys of DESIGN.md:
+
+- ``e2e_events_per_s``: N demo events drained by the real query, divided by the time from the
+  query's start to the last batch commit (includes Spark planning and JVM warm-up of the query).
+- ``latency_p50_s`` / ``p95`` / ``p99``: Kafka record timestamp (produce time) -> commit of its batch,
+  while a producer sends at a steady ``--rate`` (default 2,000 events/s) for ``--latency-seconds``.
+- ``kafka_consume_events_per_s``: a plain confluent-kafka consume of the same topic;
+  ``pg_copy_rows_per_s``: raw ``COPY`` of the same events into a jsonb table;
+  ``naive_events_per_s``: a consumer inserting each event in its own transaction (a sample).
+- ``peak_rss_bytes``: peak resident memory of this process and its children (JVM, Python workers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+__all__ = ["run_bench", "BenchConfig"]
+
+
+class BenchConfig:
+    def __init__(self, events: int = 20_000, rate: int = 2_000, latency_seconds: float = 20.0,
+                 bootstrap: str | None = None, postgres_dsn: str | None = None, work_dir: str | None = None,
+                 naive_sample: int = 2_000, status: Any = print) -> None:
+        self.events, self.rate, self.latency_seconds = events, rate, latency_seconds
+        self.bootstrap, self.postgres_dsn, self.work_dir = bootstrap, postgres_dsn, work_dir
+        self.naive_sample, self.status = naive_sample, status
+
+
+def _tree_rss(pid: int) -> int:
+    """RSS of ``pid`` and all its descendants, from /proc (Linux)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    page = os.sysconf("SC_PAGE_SIZE")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            statm = Path(f"/proc/{entry}/statm").read_text().split()
+        except OSError:
+            continue
+        children.setdefault(int(stat[1]), []).append(int(entry))
+        rss[int(entry)] = int(statm[1]) * page
+    total, stack = 0, [pid]
+    while stack:
+        p = stack.pop()
+        total += rss.get(p, 0)
+        stack.extend(children.get(p, []))
+    return total
+
+
+class _RssSampler(threading.Thread):
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.peak = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.5):
+            self.peak = max(self.peak, _tree_rss(os.getpid()))
+
+
+def _demo_values(n: int) -> list[tuple[bytes, list[tuple[str, bytes]] | None]]:
+    from schemas.codec import encode_single_object
+
+    try:
+        from producers.demo import DemoTraffic
+
+        messages = DemoTraffic(seed=7).take(n)
+        out = []
+        for m in messages:
+            if m.subject:
+                out.append((json.dumps(m.value).encode(), [("lineage.subject", json.dumps(m.subject).encode())]))
+            else:
+                out.append((encode_single_object(m.value), None))
+        return out
+    except ImportError:  # fallback generator
+        from stream_processor.testing import run_event
+
+        return [(encode_single_object(run_event(job=f"job{i % 50}", inputs=[f"in{i % 500}"],
+                                                outputs=[f"out{i}"])), None) for i in range(n)]
+
+
+def _produce(bootstrap: str, topic: str, values: list[Any], rate: float | None = None) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 3,
+                         "queue.buffering.max.messages": 1_000_000})
+    started = time.monotonic()
+    for i, (value, headers) in enumerate(values):
+        if rate:
+            ahead = i / rate - (time.monotonic() - started)
+            if ahead > 0:
+                time.sleep(ahead)
+        while True:
+            try:
+                producer.produce(topic, value=value, headers=headers)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 1000 == 0:
+            producer.poll(0)
+    producer.flush(60)
+
+
+def _kafka_consume_rate(bootstrap: str, topic: str, n: int) -> float:
+    from stream_processor.kafka_source import HighWatermarkProbe, KafkaRange, read_range
+
+    probe = HighWatermarkProbe({"bootstrap.servers": bootstrap})
+    ends = probe.ends(probe.partitions([topic], None), {})
+    probe.close()
+    started = time.monotonic()
+    count = 0
+    conf = json.dumps({"bootstrap.servers": bootstrap})
+    for (t, p), end in ends.items():
+        for batch in read_range(KafkaRange(t, p, 0, end, conf, 30_000)):
+            count += batch.num_rows
+    return count / (time.monotonic() - started)
+
+
+def _pg_copy_rate(dsn: str, values: list[Any]) -> float:
+    import psycopg
+
+    from schemas.codec import decode_message
+
+    docs = [json.dumps(decode_message(v, h)[0].document) for v, h in values]
+    with psycopg.connect(dsn) as conn:
+        conn.execute("CREATE TEMP TABLE bench_copy (payload jsonb)")
+        started = time.monotonic()
+        with conn.cursor().copy("COPY bench_copy (payload) FROM STDIN") as cp:
+            for d in docs:
+                cp.write_row((d,))
+        conn.commit()
+        return len(docs) / (time.monotonic() - started)
+
+
+def _naive_rate(dsn: str, bootstrap: str, topic: str, sample: int) -> float:
+    """A plain consumer: decode, validate and INSERT each event in its own transaction."""
+    import psycopg
+    from confluent_kafka import Consumer, TopicPartition
+
+    from schemas.codec import decode_message
+    from schemas.identity import canonical_json, event_hash
+    from schemas.validate import validate_message
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-naive", "log_level": 3})
+    parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+    done = 0
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS bench_naive (event_hash text PRIMARY KEY, payload jsonb)")
+        started = time.monotonic()
+        while done < sample and time.monotonic() - started < 120:
+            msg = consumer.poll(1.0)
+            if msg is None or msg.error():
+                continue
+            try:
+                for m in decode_message(msg.value(), msg.headers()):
+                    ev = validate_message(m)
+                    with conn.transaction():
+                        conn.execute("INSERT INTO bench_naive VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                                     (event_hash(ev), canonical_json(ev)))
+            except ValueError:
+                pass
+            done += 1
+        elapsed = time.monotonic() - started
+    consumer.close()
+    return done / elapsed
+
+
+def _percentile(samples: list[tuple[float, int]], q: float) -> float | None:
+    total = sum(n for _, n in samples)
+    if not total:
+        return None
+    seen = 0
+    for value, n in sorted(samples):
+        seen += n
+        if seen >= q * total:
+            return round(value, 3)
+    return round(max(v for v, _ in samples), 3)
+
+
+def run_bench(cfg: BenchConfig) -> dict[str, Any]:
+    from lineage.embedded.broker import EmbeddedBroker, create_topics
+    from stream_processor.runner import run_processor
+    from stream_processor.settings import ProcessorSettings
+
+    say = cfg.status
+    work = Path(cfg.work_dir or tempfile.mkdtemp(prefix="lineage-bench-"))
+    sampler = _RssSampler()
+    sampler.start()
+    broker = pg = None
+    try:
+        bootstrap = cfg.bootstrap
+        if not bootstrap:
+            broker = EmbeddedBroker(partitions=3, topics=(), log_path=work / "tansu.log").start()
+            bootstrap = broker.bootstrap
+        dsn = cfg.postgres_dsn
+        if not dsn:
+            from lineage.embedded.postgres import EmbeddedPostgres
+
+            pg = EmbeddedPostgres(work / "pg").start()
+            dsn = pg.create_database(f"bench_{uuid.uuid4().hex[:8]}")
+        suffix = uuid.uuid4().hex[:6]
+        topics = {k: f"bench{suffix}.{k}" for k in ("events", "enriched", "graph", "dlq", "latency")}
+        create_topics(bootstrap, topics.values(), partitions=3)
+        say(f"producing {cfg.events} demo events")
+        values = _demo_values(cfg.events)
+        _produce(bootstrap, topics["events"], values)
+        results: dict[str, Any] = {"events": cfg.events}
+        results["kafka_consume_events_per_s"] = round(_kafka_consume_rate(bootstrap, topics["events"], cfg.events))
+        results["pg_copy_rows_per_s"] = round(_pg_copy_rate(dsn, values))
+        results["naive_events_per_s"] = round(_naive_rate(dsn, bootstrap, topics["events"], cfg.naive_sample), 1)
+        say(f"raw limits: {results}")
+
+        def settings(topic: str, name: str) -> ProcessorSettings:
+            return ProcessorSettings(bootstrap_servers=bootstrap, postgres_dsn=dsn, topic_events=topic,
+                                     topic_enriched=topics["enriched"], topic_graph=topics["graph"],
+                                     topic_dlq=topics["dlq"], checkpoint_dir=str(work / f"ck-{name}"),
+                                     parquet_dir=str(work / "parquet"), trigger_interval_seconds=0.5,
+                                     recombine_quiet_seconds=2.0)
+
+        reports: list[Any] = []
+        started = time.time()
+        run_processor(settings(topics["events"], "throughput"), available_now=True, status=say,
+                      on_batch=reports.append, status_interval_seconds=10)
+        committed = [r for r in reports if r.total("staged") or r.total("rejected")]
+        last_commit = max((r.committed_at for r in committed), default=time.time())
+        consumed = sum(r.total("consumed") for r in committed)
+        results["e2e_events_per_s"] = round(consumed / max(last_commit - started, 1e-9), 1)
+        first_start = min((r.committed_at - r.timings.get("stage", 0) - r.timings.get("merge", 0)
+                           for r in committed), default=started)
+        # the same, from the first batch's start: without session start-up and query planning
+        results["e2e_batches_events_per_s"] = round(consumed / max(last_commit - first_start, 1e-9), 1)
+        results["profile_seconds"] = {k: round(sum(r.timings.get(k, 0) for r in committed), 2)
+                                      for k in ("stage", "merge", "parquet", "graph")}
+        results["batches"] = len(committed)
+
+        say(f"latency phase: {cfg.rate} events/s for {cfg.latency_seconds:.0f}s")
+        lat_reports: list[Any] = []
+        stop = threading.Event()
+        n_lat = int(cfg.rate * cfg.latency_seconds)
+        lat_values = _demo_values(n_lat)
+        producer = threading.Thread(target=_produce, args=(bootstrap, topics["latency"], lat_values, cfg.rate))
+        lat_settings = settings(topics["latency"], "latency")
+        runner = threading.Thread(target=run_processor, kwargs={
+            "settings": lat_settings, "on_batch": lat_reports.append, "stop_event": stop})
+        runner.start()
+        time.sleep(15)  # let the query start before the steady load begins
+        producer.start()
+        producer.join()
+        deadline = time.monotonic() + max(120.0, cfg.latency_seconds * 3)
+        while time.monotonic() < deadline and sum(r.total("consumed") for r in lat_reports) < n_lat:
+            time.sleep(0.5)
+        stop.set()
+        runner.join(120)
+        samples = [s for r in lat_reports for s in r.latency_samples()]
+        for q, key in ((0.5, "latency_p50_s"), (0.95, "latency_p95_s"), (0.99, "latency_p99_s")):
+            results[key] = _percentile(samples, q)
+        results["latency_events"] = sum(n for _, n in samples)
+        sampler.stop.set()
+        results["peak_rss_bytes"] = max(sampler.peak, _tree_rss(os.getpid()))
+        return results
+    finally:
+        sampler.stop.set()
+        if broker is not None:
+            broker.stop()
+        if pg is not None:
+            pg.stop()

@@ -1,0 +1,153 @@
+"""Prometheus metrics of the processor and a StreamingQueryListener that feeds them.
+
+Counts from the executors come back to the driver as a few aggregate rows per batch
+(:class:`stream_processor.writer.BatchReport`), never as per-event collects.
+
+- ``lineage_events_consumed_total{topic,encoding}``: events that reached the sink stage
+  (after the in-state dedupe; a `$self` record counts its parts);
+- ``lineage_events_rejected_total{reason}``: DLQ rows by error code;
+- ``lineage_duplicates_dropped_total{stage="state"|"sink"}``: state = Spark's
+  ``numDroppedDuplicateRows`` of the dedupe operator, sink = ``BatchResult.duplicates``;
+- ``lineage_end_to_end_latency_seconds``: commit time - Kafka record timestamp (10 ms buckets);
+- ``lineage_consumer_lag_records{topic,partition}``: latest offset - end offset of the last batch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+__all__ = ["ProcessorMetrics", "MetricsListener"]
+
+log = logging.getLogger(__name__)
+
+LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 20, 30, 60, 120, 300)
+
+
+class ProcessorMetrics:
+    """All processor metrics in one registry (its own, so tests can run several)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        r = self.registry = registry or CollectorRegistry()
+        self.consumed = Counter("lineage_events_consumed_total", "Events consumed", ["topic", "encoding"], registry=r)
+        self.rejected = Counter("lineage_events_rejected_total", "Messages sent to the DLQ", ["reason"], registry=r)
+        self.duplicates = Counter("lineage_duplicates_dropped_total", "Duplicates dropped", ["stage"], registry=r)
+        self.self_parts = Counter("lineage_self_parts_total", "`$self` parts recombined", registry=r)
+        self.recombined = Counter("lineage_recombined_records_total", "Recombined records emitted", registry=r)
+        self.upserted = Counter("lineage_graph_rows_upserted_total", "Graph rows upserted", ["table"], registry=r)
+        self.batch_duration = Histogram("lineage_batch_duration_seconds", "foreachBatch duration", registry=r,
+                                        buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120))
+        self.latency = Histogram("lineage_end_to_end_latency_seconds", "Kafka timestamp to commit",
+                                 buckets=LATENCY_BUCKETS, registry=r)
+        self.lag = Gauge("lineage_consumer_lag_records", "Records behind the log end", ["topic", "partition"],
+                         registry=r)
+        self.state_rows = Gauge("lineage_state_rows", "Rows in Spark state (all stateful operators)", registry=r)
+        self.batches = Counter("lineage_batches_committed_total", "Micro-batches committed", registry=r)
+        self.last_commit = Gauge("lineage_last_batch_commit_timestamp_seconds", "Unix time of the last commit",
+                                 registry=r)
+        self.input_rate = Gauge("lineage_input_rows_per_second", "Input rows/s (Spark progress)", registry=r)
+        self.processed_rate = Gauge("lineage_processed_rows_per_second", "Processed rows/s", registry=r)
+        self.batch_id = Gauge("lineage_batch_id", "Last micro-batch id", registry=r)
+        self.trigger_seconds = Gauge("lineage_trigger_execution_seconds", "Last trigger duration", registry=r)
+        self.terminated = Counter("lineage_query_terminated_total", "Query terminations", ["error"], registry=r)
+        self.totals: dict[str, float] = {"consumed": 0, "rejected": 0, "state_duplicates": 0, "sink_duplicates": 0,
+                                         "batches": 0, "lag": 0}
+
+    def serve(self, port: int) -> int:
+        """Expose ``/metrics`` on 127.0.0.1:``port`` (0: a free port); returns the port."""
+        server, _thread = start_http_server(port, addr="127.0.0.1", registry=self.registry)
+        return int(server.server_port)
+
+    def on_batch(self, report: Any) -> None:
+        """Record a :class:`~stream_processor.writer.BatchReport`."""
+        for (metric, a, b), value in report.counts.items():
+            if metric == "consumed":
+                self.consumed.labels(a, b).inc(value)
+                self.totals["consumed"] += value
+            elif metric == "rejected":
+                self.rejected.labels(a).inc(value)
+                self.totals["rejected"] += value
+            elif metric == "self_parts":
+                self.self_parts.inc(value)
+            elif metric == "recombined":
+                self.recombined.inc(value)
+        result = report.result
+        if result.duplicates:
+            self.duplicates.labels("sink").inc(result.duplicates)
+            self.totals["sink_duplicates"] += result.duplicates
+        for table, n in (result.rows_by_table or {}).items():
+            self.upserted.labels(table).inc(n)
+        for latency, n in report.latency_samples():
+            for _ in range(n):
+                self.latency.observe(latency)
+        self.batch_duration.observe(report.duration_seconds)
+        self.batches.inc()
+        self.totals["batches"] += 1
+        self.last_commit.set(report.committed_at)
+
+    def on_progress(self, progress: Any) -> None:
+        """Record a ``StreamingQueryProgress``."""
+        self.batch_id.set(progress.batchId)
+        self.input_rate.set(progress.inputRowsPerSecond or 0)
+        self.processed_rate.set(progress.processedRowsPerSecond or 0)
+        self.trigger_seconds.set((progress.durationMs or {}).get("triggerExecution", 0) / 1000)
+        state_rows = 0
+        for op in progress.stateOperators or []:
+            state_rows += op.numRowsTotal
+            dropped = (op.customMetrics or {}).get("numDroppedDuplicateRows", 0)
+            if dropped:
+                self.duplicates.labels("state").inc(dropped)
+                self.totals["state_duplicates"] += dropped
+        self.state_rows.set(state_rows)
+        total_lag = 0
+        for src in progress.sources or []:
+            try:
+                end = json.loads(src.endOffset) if src.endOffset else {}
+                latest = json.loads(src.latestOffset) if src.latestOffset else {}
+            except (TypeError, ValueError):
+                continue
+            for topic, parts in (latest or {}).items():
+                for part, off in parts.items():
+                    lag = max(int(off) - int((end.get(topic) or {}).get(part, off)), 0)
+                    self.lag.labels(topic, part).set(lag)
+                    total_lag += lag
+        self.totals["lag"] = total_lag
+
+    def status_line(self) -> str:
+        t = self.totals
+        return (f"events in {int(t['consumed'])}, rejected {int(t['rejected'])}, duplicates "
+                f"{int(t['state_duplicates'] + t['sink_duplicates'])}, batches {int(t['batches'])}, lag {int(t['lag'])}")
+
+
+def _listener_base() -> type:
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    return StreamingQueryListener
+
+
+class MetricsListener(_listener_base()):  # type: ignore[misc]
+    """Feeds :class:`ProcessorMetrics` from Spark's query progress events."""
+
+    def __init__(self, metrics: ProcessorMetrics) -> None:
+        self.metrics = metrics
+        self.last_progress_at = time.time()
+
+    def onQueryStarted(self, event: Any) -> None:
+        log.info("query started: %s", event.id)
+
+    def onQueryProgress(self, event: Any) -> None:
+        self.last_progress_at = time.time()
+        try:
+            self.metrics.on_progress(event.progress)
+        except Exception:  # noqa: BLE001 - metrics must never stop the query
+            log.exception("metrics listener failed")
+
+    def onQueryIdle(self, event: Any) -> None:
+        return None
+
+    def onQueryTerminated(self, event: Any) -> None:
+        self.metrics.terminated.labels("true" if event.exception else "false").inc()

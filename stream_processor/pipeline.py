@@ -1,0 +1,92 @@
+"""The Structured Streaming query: Kafka -> decode -> dedupe -> recombine `$self` -> graph.
+
+One linear plan, so the source is read once per micro-batch::
+
+    read_kafka            native format("kafka") when its jars are present, else lineage_kafka
+    .mapInArrow(decode)   executors: decode + validate, Arrow in / Arrow out (decode.py)
+    dedupe                withWatermark + dropDuplicatesWithinWatermark on a clamped time (dedupe.py)
+    recombine             applyInPandasWithState keyed by (runId, eventType) for `$self` parts (recombine.py)
+    .foreachBatch(GraphBatchWriter)   stage on executors, merge on the driver, publish (writer.py)
+
+Rejected rows travel the same plan with unique hashes and end in the DLQ from the writer.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .settings import ProcessorSettings
+
+__all__ = ["read_kafka", "native_kafka_available", "build_stream", "start_query"]
+
+log = logging.getLogger(__name__)
+
+
+def native_kafka_available(spark: Any) -> bool:
+    """True when Spark's own Kafka connector classes are on the classpath."""
+    try:
+        jvm = spark.sparkContext._jvm
+        jvm.java.lang.Class.forName("org.apache.spark.sql.kafka010.KafkaSourceProvider")
+        return True
+    except Exception:  # noqa: BLE001 - py4j raises its own error types
+        return False
+
+
+def read_kafka(spark: Any, settings: ProcessorSettings) -> Any:
+    """The input stream with the native Kafka columns, from whichever source is available."""
+    from .kafka_source import register
+
+    fmt = settings.source_format
+    if fmt == "auto":
+        fmt = "kafka" if native_kafka_available(spark) else "lineage_kafka"
+    if fmt == "lineage_kafka":
+        register(spark)
+    reader = spark.readStream.format(fmt).option("kafka.bootstrap.servers", settings.bootstrap_servers)
+    for key, value in settings.kafka_extra.items():
+        reader = reader.option(f"kafka.{key}", value)
+    if settings.subscribe_pattern:
+        reader = reader.option("subscribePattern", settings.subscribe_pattern)
+    else:
+        reader = reader.option("subscribe", ",".join(settings.input_topics))
+    reader = reader.option("startingOffsets", settings.starting_offsets)
+    if settings.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
+    if fmt == "kafka":
+        reader = reader.option("failOnDataLoss", "false")
+    log.info("input source: %s", fmt)
+    return reader.load()
+
+
+def build_stream(spark: Any, settings: ProcessorSettings, source: Any = None) -> Any:
+    """The processed stream (``RECOMBINED_SCHEMA`` rows) before the sink."""
+    from .decode import DECODED_SCHEMA, decode_batches
+    from .dedupe import dedupe_within_window
+    from .recombine import recombine_self_parts
+
+    source = source if source is not None else read_kafka(spark, settings)
+    registry_url = settings.registry_url
+
+    def decode(batches: Any) -> Any:
+        return decode_batches(batches, registry_url)
+
+    decoded = source.mapInArrow(decode, DECODED_SCHEMA)
+    deduped = dedupe_within_window(decoded, settings.dedupe_window_seconds)
+    return recombine_self_parts(deduped, settings.recombine_quiet_seconds, settings.recombine_state_ttl_seconds)
+
+
+def start_query(spark: Any, settings: ProcessorSettings, writer: Any, available_now: bool = False,
+                query_name: str | None = None) -> Any:
+    """Start the query with ``writer`` as its ``foreachBatch``; returns the ``StreamingQuery``."""
+    stream = build_stream(spark, settings)
+    spark.conf.set("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
+    ws = (stream.writeStream.foreachBatch(writer)
+          .option("checkpointLocation", settings.checkpoint_dir)
+          .outputMode("append"))
+    if query_name:
+        ws = ws.queryName(query_name)
+    if available_now:
+        ws = ws.trigger(availableNow=True)
+    elif settings.trigger_interval_seconds > 0:
+        ws = ws.trigger(processingTime=f"{settings.trigger_interval_seconds} seconds")
+    return ws.start()

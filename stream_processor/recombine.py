@@ -1,0 +1,150 @@
+"""`$self` recombination in Spark state (seeds/evo-geoscience-object-lineage.md).
+
+A producer publishing lineage with one object version sends the run's event with the output
+``$self`` (resolved by validation against the message's subject). Several object versions of
+one run arrive as several such parts; this operator groups parts by ``(runId, eventType)`` and
+emits ONE record whose ``outputs`` (and ``inputs``) are the union of the parts', ordered by
+first appearance after sorting parts by ``(event_time, event_hash)``:
+
+- a group is emitted once no part arrived for ``quiet_seconds`` (a processing-time timeout);
+- a part arriving after the emission re-opens the group; after another quiet period the
+  record is re-emitted with ``revision + 1`` (revision 1 is the first emission);
+- after emission the state is kept ``state_ttl_seconds`` for late parts, then removed, so
+  state cannot grow forever.
+
+Events without ``$self`` also flow through this operator (one linear plan reads the source once)
+but under a bucket key ``plain:<n>`` and are passed through untouched with ``revision = 0``,
+never stored in state.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["recombine_self_parts", "merge_parts", "RECOMBINED_SCHEMA", "STATE_SCHEMA", "group_key_column"]
+
+# pyspark's worker concatenates our per-group frames; pandas 2.3 warns about all-NA columns there.
+warnings.filterwarnings("ignore", category=FutureWarning, message="The behavior of DataFrame concatenation")
+
+PLAIN_BUCKETS = 8
+STATE_SCHEMA = "parts string, revision int, pending boolean, emitted_parts int"
+
+
+def _recombined_schema() -> str:
+    from .decode import DECODED_SCHEMA
+
+    return DECODED_SCHEMA + ", revision int, parts int"
+
+
+RECOMBINED_SCHEMA = _recombined_schema()
+_COLUMNS = [c.strip().split(" ")[0] for c in RECOMBINED_SCHEMA.split(", ") if not c.strip().startswith(("key:", "value:"))]
+
+
+def group_key_column() -> Any:
+    """``self\\x1f<runId>\\x1f<eventType>`` for `$self` parts, ``plain:<bucket>`` otherwise."""
+    from pyspark.sql import functions as F
+
+    return (F.when(F.col("has_self") & (F.col("status") == "ok"),
+                   F.concat_ws("\x1f", F.lit("self"), F.col("run_id"), F.col("event_type")))
+             .otherwise(F.concat(F.lit("plain:"),
+                                 F.pmod(F.xxhash64("event_hash"), F.lit(PLAIN_BUCKETS)).cast("string"))))
+
+
+def _union(items: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    seen: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for group in items:
+        for ds in group or []:
+            seen.setdefault((ds.get("namespace"), ds.get("name")), ds)
+    return list(seen.values())
+
+
+def merge_parts(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The recombined event of ``parts`` (each ``{"event_json", "event_hash", "event_time", ...}``).
+
+    ``outputs = union(p.outputs)`` and ``inputs = union(p.inputs)`` by ``(namespace, name)``, first
+    occurrence wins, parts ordered by ``(event_time, event_hash)``; other fields from the first part.
+    """
+    ordered = sorted(parts, key=lambda p: (p.get("event_time") or "", p["event_hash"]))
+    events = [json.loads(p["event_json"]) for p in ordered]
+    merged = dict(events[0])
+    merged["outputs"] = _union([e.get("outputs") for e in events])
+    merged["inputs"] = _union([e.get("inputs") for e in events])
+    return merged
+
+
+def _part_of(row: Any) -> dict[str, Any]:
+    et = row["event_time"]
+    kt = row["kafka_timestamp"]
+    return {"event_json": row["event_json"], "event_hash": row["event_hash"],
+            "event_time": et.isoformat() if pd.notna(et) else None,
+            "kafka_timestamp": kt.isoformat() if pd.notna(kt) else None,
+            "source_topic": row["source_topic"], "source_partition": int(row["source_partition"]),
+            "source_offset": int(row["source_offset"]), "encoding": row["encoding"],
+            "key": row["key"].hex() if isinstance(row["key"], (bytes, bytearray)) else None}
+
+
+def _emit(parts: list[dict[str, Any]], revision: int, new_parts: int) -> pd.DataFrame:
+    from schemas.identity import canonical_json, event_hash
+
+    merged = merge_parts(parts)
+    last = max(parts, key=lambda p: (p["kafka_timestamp"] or "", p["source_offset"]))
+    job, run = merged.get("job") or {}, merged.get("run") or {}
+    row = {c: None for c in _COLUMNS}
+    row.update(status="ok", event_hash=event_hash(merged), event_json=canonical_json(merged), kind="run",
+               event_type=merged.get("eventType"), run_id=run.get("runId"),
+               event_time=pd.Timestamp(merged["eventTime"]) if merged.get("eventTime") else None,
+               job_namespace=job.get("namespace"), job_name=job.get("name"), has_self=True,
+               encoding=last["encoding"], source_topic=last["source_topic"],
+               source_partition=last["source_partition"], source_offset=last["source_offset"],
+               kafka_timestamp=pd.Timestamp(last["kafka_timestamp"]) if last["kafka_timestamp"] else None,
+               key=bytes.fromhex(last["key"]) if last["key"] else None, revision=revision,
+               parts=new_parts)
+    frame = pd.DataFrame([row], columns=_COLUMNS)
+    return frame
+
+
+def _make_func(quiet_ms: int, ttl_ms: int) -> Any:
+    def recombine(key: tuple[str], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        if not key[0].startswith("self\x1f"):
+            for pdf in frames:
+                out = pdf.drop(columns=[c for c in pdf.columns if c not in _COLUMNS])
+                out["revision"] = 0
+                out["parts"] = 1
+                yield out[_COLUMNS]
+            return
+        if state.hasTimedOut:
+            parts_json, revision, pending, emitted = state.get
+            if pending:
+                revision = int(revision) + 1
+                parts = json.loads(parts_json)
+                state.update((parts_json, revision, False, len(parts)))
+                state.setTimeoutDuration(ttl_ms)
+                yield _emit(parts, revision, len(parts) - int(emitted or 0))
+            else:
+                state.remove()
+            return
+        parts_json, revision, _pending, emitted = state.get if state.exists else ("[]", 0, False, 0)
+        parts = {p["event_hash"]: p for p in json.loads(parts_json)}
+        for pdf in frames:
+            for _, row in pdf.iterrows():
+                parts.setdefault(row["event_hash"], _part_of(row))
+        state.update((json.dumps(list(parts.values())), int(revision), True, int(emitted or 0)))
+        state.setTimeoutDuration(quiet_ms)
+
+    return recombine
+
+
+def recombine_self_parts(df: Any, quiet_seconds: float, state_ttl_seconds: float) -> Any:
+    """Apply the recombination to ``df`` (decoded, deduplicated rows); returns ``RECOMBINED_SCHEMA`` rows."""
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    func = _make_func(max(int(quiet_seconds * 1000), 1), max(int(state_ttl_seconds * 1000), 1))
+    return (df.withColumn("group_key", group_key_column())
+              .groupBy("group_key")
+              .applyInPandasWithState(func, RECOMBINED_SCHEMA, STATE_SCHEMA, "append",
+                                      GroupStateTimeout.ProcessingTimeTimeout))

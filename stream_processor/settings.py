@@ -1,0 +1,154 @@
+"""Settings of the stream processor: one pydantic-settings object, env prefix ``LINEAGE_``.
+
+Every field reads ``LINEAGE_<FIELD>`` (``LINEAGE_BOOTSTRAP_SERVERS``, ``LINEAGE_POSTGRES_DSN``, ...);
+the CLI builds one instance at its entry point and passes it down. Units are in the names.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from schemas.errors import ConfigurationError
+
+__all__ = ["ProcessorSettings"]
+
+
+def _secret_key(key: str) -> bool:
+    key = key.lower()
+    return any(word in key for word in ("password", "secret", "jaas", "token", "credential"))
+
+
+class ProcessorSettings(BaseSettings):
+    """Everything the Structured Streaming query needs, validated once at start."""
+
+    model_config = SettingsConfigDict(env_prefix="LINEAGE_", extra="forbid")
+
+    #: ``LINEAGE_BOOTSTRAP_SERVERS``: Kafka bootstrap servers (``host:port[,host:port]``).
+    bootstrap_servers: str = "127.0.0.1:9092"
+    #: ``LINEAGE_POSTGRES_DSN``: the graph database (None: no PostgreSQL sink, only for tests of the source).
+    postgres_dsn: str | None = None
+    #: ``LINEAGE_PARQUET_DIR``: root of the Parquet graph tables (None: no Parquet sink).
+    parquet_dir: str | None = None
+    #: ``LINEAGE_CHECKPOINT_DIR``: Structured Streaming checkpoint location (offsets, state, commits).
+    checkpoint_dir: str = "./lineage-data/checkpoint"
+    topic_events: str = "openlineage.events"
+    topic_enriched: str = "openlineage.events.enriched"
+    topic_graph: str = "openlineage.graph"
+    topic_dlq: str = "openlineage.events.dlq"
+    #: ``LINEAGE_SUBSCRIBE_PATTERN``: a regex of input topics, instead of ``topic_events``.
+    subscribe_pattern: str | None = None
+    #: ``LINEAGE_STARTING_OFFSETS``: ``earliest`` | ``latest`` | JSON ``{"topic": {"0": 12}}``.
+    starting_offsets: str = "earliest"
+    #: ``LINEAGE_REGISTRY_URL``: Confluent Schema Registry (None: registry-free decoding).
+    registry_url: str | None = None
+    #: ``LINEAGE_TRIGGER_INTERVAL_SECONDS``: micro-batch trigger interval (0: as fast as possible).
+    trigger_interval_seconds: float = 1.0
+    #: ``LINEAGE_MAX_OFFSETS_PER_TRIGGER``: cap on records per micro-batch (None: no cap).
+    max_offsets_per_trigger: int | None = None
+    #: ``LINEAGE_DEDUPE_WINDOW_SECONDS``: event-time window of the in-state dedupe (older: durable at the sink).
+    dedupe_window_seconds: int = 3600
+    #: ``LINEAGE_RECOMBINE_QUIET_SECONDS``: `$self` parts of a run are emitted after this long without a new part.
+    recombine_quiet_seconds: float = 10.0
+    #: ``LINEAGE_RECOMBINE_STATE_TTL_SECONDS``: a recombined run's state is dropped this long after its last part.
+    recombine_state_ttl_seconds: float = 3600.0
+    #: ``LINEAGE_METRICS_PORT``: Prometheus HTTP port (0: a free port, printed at start; None: no endpoint).
+    metrics_port: int | None = None
+    #: ``LINEAGE_SOURCE_FORMAT``: ``auto`` (native ``kafka`` when its jars are present) | ``kafka`` | ``lineage_kafka``.
+    source_format: str = "auto"
+    #: ``LINEAGE_SHUFFLE_PARTITIONS``: partitions of the stateful operators' shuffle.
+    shuffle_partitions: int = 2
+    #: ``LINEAGE_PUBLISH_ENRICHED`` / ``LINEAGE_PUBLISH_GRAPH``: publish downstream topics.
+    publish_enriched: bool = True
+    publish_graph: bool = True
+    #: ``LINEAGE_KAFKA_EXTRA``: extra librdkafka properties (dotted keys) for every client.
+    kafka_extra: dict[str, str] = Field(default_factory=dict)
+    #: ``LINEAGE_POSTGRES_RETRY_MAX_SECONDS``: how long a batch waits for an unavailable PostgreSQL (seconds)
+    #: before the query fails; meanwhile the batch (and its Kafka offsets) is not committed.
+    postgres_retry_max_seconds: float = Field(default=600.0, gt=0)
+    #: ``LINEAGE_POSTGRES_RETRY_INITIAL_SECONDS``: first backoff delay; it doubles per retry (seconds).
+    postgres_retry_initial_seconds: float = Field(default=0.5, gt=0)
+    #: ``LINEAGE_POSTGRES_RETRY_MAX_INTERVAL_SECONDS``: cap of one backoff delay (seconds).
+    postgres_retry_max_interval_seconds: float = Field(default=15.0, gt=0)
+    #: ``LINEAGE_SECURITY_PROTOCOL``: ``PLAINTEXT`` | ``SSL`` | ``SASL_PLAINTEXT`` | ``SASL_SSL`` (None: librdkafka's default).
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] | None = None
+    #: ``LINEAGE_SASL_MECHANISM``: ``PLAIN`` | ``SCRAM-SHA-256`` | ``SCRAM-SHA-512`` | ...
+    sasl_mechanism: str | None = None
+    #: ``LINEAGE_SASL_USERNAME`` / ``LINEAGE_SASL_PASSWORD`` (a secret: never in repr, logs or metrics).
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    #: ``LINEAGE_SSL_CA_LOCATION`` / ``..._CERTIFICATE_LOCATION`` / ``..._KEY_LOCATION``: PEM file paths.
+    ssl_ca_location: str | None = None
+    ssl_certificate_location: str | None = None
+    ssl_key_location: str | None = None
+    #: ``LINEAGE_SSL_KEY_PASSWORD``: password of the private key (a secret).
+    ssl_key_password: SecretStr | None = None
+
+    @field_validator("starting_offsets")
+    @classmethod
+    def _check_offsets(cls, value: str) -> str:
+        if value not in ("earliest", "latest") and not value.lstrip().startswith("{"):
+            raise ValueError("starting_offsets must be earliest, latest or a JSON object")
+        return value
+
+    def require_postgres(self) -> str:
+        """The DSN, or a :class:`ConfigurationError` saying how to give one."""
+        if not self.postgres_dsn:
+            raise ConfigurationError("no PostgreSQL DSN: pass --postgres-dsn, set LINEAGE_POSTGRES_DSN, "
+                                     "or start `lineage up` first")
+        return self.postgres_dsn
+
+    def security_config(self) -> dict[str, str]:
+        """The SASL/SSL properties, librdkafka's dotted keys (secrets revealed here only)."""
+        optional = {
+            "security.protocol": self.security_protocol,
+            "sasl.mechanism": self.sasl_mechanism,
+            "sasl.username": self.sasl_username,
+            "sasl.password": self.sasl_password.get_secret_value() if self.sasl_password else None,
+            "ssl.ca.location": self.ssl_ca_location,
+            "ssl.certificate.location": self.ssl_certificate_location,
+            "ssl.key.location": self.ssl_key_location,
+            "ssl.key.password": self.ssl_key_password.get_secret_value() if self.ssl_key_password else None,
+        }
+        return {k: str(v) for k, v in optional.items() if v is not None}
+
+    def kafka_config(self, **overrides: Any) -> dict[str, Any]:
+        """librdkafka's dotted-key configuration for a client of this processor (security included)."""
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers, **self.security_config(),
+                                **self.kafka_extra}
+        conf.update(overrides)
+        return conf
+
+    def source_options(self) -> dict[str, str]:
+        """Options of the Spark Kafka source: ``kafka.<key>`` for every client property but the bootstrap.
+
+        The ``lineage_kafka`` source passes them to librdkafka as they are. (Spark's native ``kafka``
+        source speaks the Java client's names; SASL there wants ``kafka.sasl.jaas.config`` in
+        ``kafka_extra``.)
+        """
+        return {f"kafka.{k}": str(v) for k, v in self.kafka_config().items() if k != "bootstrap.servers"}
+
+    def retry_policy(self) -> Any:
+        """The :class:`~stream_processor.retry.BackoffPolicy` of the sink's PostgreSQL retries."""
+        from .retry import BackoffPolicy
+
+        return BackoffPolicy(initial_seconds=self.postgres_retry_initial_seconds,
+                             max_interval_seconds=self.postgres_retry_max_interval_seconds,
+                             max_total_seconds=self.postgres_retry_max_seconds)
+
+    def __repr_args__(self) -> Any:
+        """Like pydantic's, with the DSN password and secret-looking ``kafka_extra`` values masked."""
+        from .retry import redact
+
+        for name, value in super().__repr_args__():
+            if name == "postgres_dsn" and isinstance(value, str):
+                value = redact(value)
+            elif name == "kafka_extra" and isinstance(value, dict):
+                value = {k: ("**********" if _secret_key(k) else v) for k, v in value.items()}
+            yield name, value
+
+    @property
+    def input_topics(self) -> list[str]:
+        return [t.strip() for t in self.topic_events.split(",") if t.strip()]

@@ -1,0 +1,59 @@
+"""Processor metrics: batch reports and query progress become Prometheus samples on an HTTP endpoint."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from sink.model import BatchResult
+from stream_processor.metrics import ProcessorMetrics
+from stream_processor.writer import BatchReport
+
+
+class _Op:
+    numRowsTotal = 7
+    customMetrics = {"numDroppedDuplicateRows": 2}
+
+
+class _Src:
+    endOffset = json.dumps({"t": {"0": 10, "1": 5}})
+    latestOffset = json.dumps({"t": {"0": 12, "1": 5}})
+
+
+class _Progress:
+    batchId = 4
+    inputRowsPerSecond = 100.0
+    processedRowsPerSecond = 80.0
+    durationMs = {"triggerExecution": 1500}
+    stateOperators = [_Op()]
+    sources = [_Src()]
+
+
+@pytest.mark.unit
+def test_batch_report_and_progress_reach_the_endpoint():
+    m = ProcessorMetrics()
+    port = m.serve(0)
+    report = BatchReport(
+        batch_id=3, result=BatchResult(3, events_in=5, events_new=4, duplicates=1, rows_by_table={"lineage_runs": 4}),
+        counts={("consumed", "t", "avro"): 5, ("rejected", "decode.json", "DecodeError"): 2,
+                ("ts_bucket", "1000", ""): 5},
+        committed_at=3.0, duration_seconds=0.5)
+    m.on_batch(report)
+    m.on_progress(_Progress())
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for f in text_string_to_metric_families(text) for s in f.samples}
+    assert samples[("lineage_events_consumed_total", (("encoding", "avro"), ("topic", "t")))] == 5
+    assert samples[("lineage_events_rejected_total", (("reason", "decode.json"),))] == 2
+    assert samples[("lineage_duplicates_dropped_total", (("stage", "sink"),))] == 1
+    assert samples[("lineage_duplicates_dropped_total", (("stage", "state"),))] == 2
+    assert samples[("lineage_consumer_lag_records", (("partition", "0"), ("topic", "t")))] == 2
+    assert samples[("lineage_end_to_end_latency_seconds_count", ())] == 5
+    # commit at 3.0 s, records stamped in the 10 ms bucket starting at 1.000 s: latency 1.995 s
+    assert samples[("lineage_end_to_end_latency_seconds_bucket", (("le", "2.0"),))] == 5
+    assert samples[("lineage_state_rows", ())] == 7
+    assert m.status_line() == "events in 5, rejected 2, duplicates 3, batches 1, lag 2"
