@@ -72,6 +72,16 @@ def subject_header(subject: Mapping[str, Any]) -> tuple[str, bytes]:
     return SUBJECT_HEADER, json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
+def _register_envelope(settings: EmitterSettings) -> int:
+    """Register (or look up) the envelope schema under ``<topic>-value`` in the configured registry."""
+    from schemas.registry import ConfluentSchemaRegistry, subject_for_topic
+
+    try:
+        return ConfluentSchemaRegistry(settings.registry_url).register_envelope(subject_for_topic(settings.topic))
+    except Exception as exc:  # the registry client raises its own error types
+        raise ConfigurationError(f"could not register the envelope schema at {settings.registry_url}: {exc}") from exc
+
+
 class LineageEmitter:
     """Publishes events to ``settings.topic``; use as a context manager or call :meth:`close`.
 
@@ -81,8 +91,10 @@ class LineageEmitter:
 
     def __init__(self, settings: EmitterSettings, *, metrics: ProducerMetrics | None = None) -> None:
         if settings.encoding == "confluent" and settings.confluent_schema_id is None:
-            raise ConfigurationError("encoding=confluent needs the envelope's Schema Registry id: "
-                                     "set LINEAGE_CONFLUENT_SCHEMA_ID (or use encoding=avro)")
+            if not settings.registry_url:
+                raise ConfigurationError("encoding=confluent needs the envelope's Schema Registry id: set "
+                                         "LINEAGE_CONFLUENT_SCHEMA_ID or LINEAGE_REGISTRY_URL (or use encoding=avro)")
+            settings = settings.model_copy(update={"confluent_schema_id": _register_envelope(settings)})
         self.settings = settings
         self.metrics = metrics or ProducerMetrics()
         self._failures: list[DeliveryFailure] = []

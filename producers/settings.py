@@ -42,10 +42,13 @@ class EmitterSettings(BaseSettings):
     topic: str = Field(default=DEFAULT_TOPIC, description="input topic (env LINEAGE_TOPIC)")
     encoding: Encoding = Field(
         default="avro", description="avro (single-object, registry-free) | confluent (wire format, needs "
-        "confluent_schema_id) | json (as the OpenLineage clients send it) (env LINEAGE_ENCODING)")
+        "confluent_schema_id or registry_url) | json (as the OpenLineage clients send it) (env LINEAGE_ENCODING)")
     confluent_schema_id: int | None = Field(
         default=None, description="Schema Registry id of the envelope schema, for encoding=confluent "
         "(env LINEAGE_CONFLUENT_SCHEMA_ID)")
+    registry_url: str | None = Field(
+        default=None, description="Confluent Schema Registry URL: with encoding=confluent and no "
+        "confluent_schema_id, the envelope schema is registered there under <topic>-value (env LINEAGE_REGISTRY_URL)")
     client_id: str = Field(default="lineage-producer", description="librdkafka client.id (env LINEAGE_CLIENT_ID)")
     linger_ms: int = Field(default=20, ge=0, description="linger.ms: how long a batch waits to fill, milliseconds")
     batch_size_bytes: int = Field(default=262_144, gt=0, description="batch.size, bytes per partition batch")

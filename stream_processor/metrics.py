@@ -54,6 +54,8 @@ class ProcessorMetrics:
         self.batch_id = Gauge("lineage_batch_id", "Last micro-batch id", registry=r)
         self.trigger_seconds = Gauge("lineage_trigger_execution_seconds", "Last trigger duration", registry=r)
         self.terminated = Counter("lineage_query_terminated_total", "Query terminations", ["error"], registry=r)
+        for error in ("true", "false"):  # exported at 0 from the start, so alert rules always have a series
+            self.terminated.labels(error)
         self.totals: dict[str, float] = {"consumed": 0, "rejected": 0, "state_duplicates": 0, "sink_duplicates": 0,
                                          "batches": 0, "lag": 0}
 

@@ -81,7 +81,9 @@ def run_processor(settings: ProcessorSettings, available_now: bool = False, spar
     if settings.metrics_port is not None:
         port = metrics.serve(settings.metrics_port)
         (status or print)(f"metrics on http://127.0.0.1:{port}/metrics")
-    spark = spark or build_spark_session(shuffle_partitions=settings.shuffle_partitions)
+    spark = spark or build_spark_session(
+        shuffle_partitions=settings.shuffle_partitions, master=settings.spark_master,
+        extra_conf={"spark.jars.packages": settings.spark_packages} if settings.spark_packages else None)
     listener = MetricsListener(metrics)
     spark.streams.addListener(listener)
 

@@ -60,6 +60,11 @@ class ProcessorSettings(BaseSettings):
     source_format: str = "auto"
     #: ``LINEAGE_SHUFFLE_PARTITIONS``: partitions of the stateful operators' shuffle.
     shuffle_partitions: int = 2
+    #: ``LINEAGE_SPARK_MASTER``: Spark master URL (default ``local[2]``; a cluster's under spark-submit).
+    spark_master: str | None = None
+    #: ``LINEAGE_SPARK_PACKAGES``: Maven coordinates for ``spark.jars.packages``, e.g. the native Kafka
+    #: connector ``org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.1`` (docker-compose sets it).
+    spark_packages: str | None = None
     #: ``LINEAGE_PUBLISH_ENRICHED`` / ``LINEAGE_PUBLISH_GRAPH``: publish downstream topics.
     publish_enriched: bool = True
     publish_graph: bool = True

@@ -31,6 +31,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         help="Kafka bootstrap servers (env LINEAGE_BOOTSTRAP_SERVERS; default: the running "
                              "`lineage up`)")
     parser.add_argument("--topic", default=env_default("--topic"), help="input topic (env LINEAGE_TOPIC)")
+    parser.add_argument("--registry-url", default=env_default("--registry-url"),
+                        help="Schema Registry URL for --encoding confluent (env LINEAGE_REGISTRY_URL)")
+    parser.add_argument("--metrics-port", type=int, default=env_default("--metrics-port"),
+                        help="serve the producer's Prometheus metrics on this port (env LINEAGE_METRICS_PORT)")
     add_data_dir(parser)
     parser.set_defaults(func=run_demo)
 
@@ -38,13 +42,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run_demo(args: argparse.Namespace) -> int:
     from producers.demo import DemoStats, publish_demo
     from producers.emitter import LineageEmitter
+    from producers.metrics import ProducerMetrics
     from producers.settings import DEFAULT_TOPIC, EmitterSettings
 
     if args.rate < 0:
         raise ConfigurationError("--rate must be >= 0")
     bootstrap = resolve_endpoint(args.bootstrap_servers, args.data_dir, "kafka_bootstrap", "--bootstrap-servers")
     topic = args.topic or ((read_endpoints(args.data_dir) or {}).get("topics") or {}).get("events") or DEFAULT_TOPIC
-    settings = EmitterSettings(bootstrap_servers=bootstrap, topic=topic, encoding=args.encoding)
+    settings = EmitterSettings(bootstrap_servers=bootstrap, topic=topic, encoding=args.encoding,
+                               registry_url=args.registry_url)
+    metrics = ProducerMetrics()
+    if args.metrics_port is not None:
+        from prometheus_client import start_http_server
+
+        start_http_server(int(args.metrics_port), registry=metrics.registry)
+        print(f"lineage demo: metrics on http://127.0.0.1:{args.metrics_port}/metrics", file=sys.stderr)
     interactive = sys.stderr.isatty()
 
     def progress(stats: DemoStats) -> None:
@@ -52,7 +64,7 @@ def run_demo(args: argparse.Namespace) -> int:
         line = f"lineage demo: {stats.messages} messages, {stats.events} events ({rate:.0f} msg/s)"
         print(("\r" + line) if interactive else line, end="" if interactive else "\n", file=sys.stderr, flush=True)
 
-    with stop_signals() as stop, LineageEmitter(settings) as emitter:
+    with stop_signals() as stop, LineageEmitter(settings, metrics=metrics) as emitter:
         stats = publish_demo(emitter, rate=args.rate, seed=args.seed,
                              duration_seconds=float(args.duration) if args.duration is not None else None,
                              max_messages=int(args.max_messages) if args.max_messages is not None else None,
