@@ -6,10 +6,13 @@ Events come from the deterministic demo generator (producers/demo.py; Evo docume
 their subject header), validated and hashed up front (not timed). Then, in one run on one database:
 
 * ``raw_copy``: COPY of the same events as (event_hash text, payload jsonb) rows into a plain table
-  — the floor any store of these events pays;
+  — the floor any store of these events pays; measured before and again after the store run (the ratio
+  to each is printed: on a shared machine the load drifts);
 * ``store``: ``GraphStore.write_batch`` of the events in batches (derive + COPY to staging + merge,
   one transaction per batch), reported as events/s and graph rows/s (staged rows / s), with the time
-  split into derive (Python), stage (COPY) and merge (SQL);
+  split into derive (Python; the ``stg_events`` COPY runs on the server meanwhile), stage (the rest of
+  the COPYs), each merge statement, ``quality_query`` and ``lineage_quality`` (the annotations are
+  computed on a thread during the other merges; ``quality_wait`` is what was left to wait for);
 * ``replay``: the same batches again (all duplicates: the idempotent path);
 * ``split``: the streaming path on a fresh database — each batch cut into ``--parts`` partitions staged
   by that many worker processes at once (``GraphStore.stage_partition``, as Spark executors do), then one
@@ -140,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
               f"(avg payload {sum(len(canonical_json(e.event)) for e in events[:2000]) / min(2000, len(events)):.0f} B)")
         raw_s = raw_copy(dsn, events)
         first = store_run(dsn, events, args.batch_size, 1)
+        raw_after_s = raw_copy(dsn, events)       # again: the machine's load drifts during a run
         replay = store_run(dsn, events, args.batch_size, 1_000_000)
         split = None
         if args.parts > 0:
@@ -156,7 +160,9 @@ def main(argv: list[str] | None = None) -> int:
             "store_events_per_s": round(n / first["seconds"]),
             "store_rows_per_s": round(first["staged_rows"] / first["seconds"]),
             "staged_rows_per_event": round(first["staged_rows"] / n, 2),
+            "raw_copy_after_events_per_s": round(n / raw_after_s),
             "store_vs_raw_copy": round(raw_s / first["seconds"], 3),
+            "store_vs_raw_copy_after": round(raw_after_s / first["seconds"], 3),
             "derive_share": round(first["derive_seconds"] / first["seconds"], 3),
             "derive_events_per_s": round(n / first["derive_seconds"]),
             "replay_events_per_s": round(n / replay["seconds"]),

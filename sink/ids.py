@@ -33,11 +33,13 @@ _sha1 = hashlib.sha1
 def node_uuid(kind: str, *parts: str) -> str:
     """``schemas.identity.node_uuid`` computed without building ``uuid.UUID`` objects (the store derives
     tens of ids per event); equal by construction and by tests/test_derive.py."""
-    digest = bytearray(_sha1(_NS + "\x1f".join((kind, *parts)).encode("utf-8")).digest()[:16])
-    digest[6] = (digest[6] & 0x0F) | 0x50
-    digest[8] = (digest[8] & 0x3F) | 0x80
-    x = digest.hex()
-    return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
+    x = _sha1(_NS + "\x1f".join((kind, *parts)).encode("utf-8")).hexdigest()
+    # version nibble 5 (hex digit 12), variant bits 10 (the top two bits of hex digit 16)
+    return f"{x[:8]}-{x[8:12]}-5{x[13:16]}-{_VARIANT[x[16]]}{x[17:20]}-{x[20:32]}"
+
+
+#: Hex digit -> the same digit with its top two bits set to ``10`` (RFC 4122 variant).
+_VARIANT = {f"{d:x}": f"{(d & 0x3) | 0x8:x}" for d in range(16)}
 
 
 @lru_cache(maxsize=1 << 16)

@@ -2,7 +2,9 @@
 
 One batch is one transaction. ``write_batch`` = derive (sink/derive.py, pure) + COPY into the UNLOGGED
 ``stg_*`` tables tagged ``(batch_id, part)`` + :meth:`GraphStore.merge`, all on one connection in one
-transaction. The streaming path splits it: :meth:`GraphStore.stage_partition` on executors (own
+transaction. Throughput (benchmarks/store_write_bench.py): the derivation is pipelined with the COPY of
+the raw events (the server parses their jsonb payloads while Python derives the next chunk), and the
+quality annotations are computed on a thread while the server runs the later merge statements. The streaming path splits it: :meth:`GraphStore.stage_partition` on executors (own
 connection, replaces its ``(batch_id, part)`` rows: task retries are idempotent), then
 :meth:`GraphStore.merge` on the driver.
 
@@ -39,18 +41,21 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.types.json import set_json_loads
 
 from schemas.errors import EventValidationError, StoreError
 
 from . import ids
 from .annotate import facts_from_row, quality_annotation
-from .derive import STAGING_COLUMNS, GraphRows, derive_batch
+from .derive import STAGING_COLUMNS, BatchDeriver, GraphRows, _dumps
 from .migrate import apply_migrations
 from .model import BatchResult, StoredEvent
 from .settings import StoreSettings
@@ -60,6 +65,29 @@ __all__ = ["GraphStore"]
 log = logging.getLogger(__name__)
 
 _BATCH_LOCK_CLASS = 0x4C49  # "LI": pg_advisory_xact_lock(class, batch_id % 2^31)
+try:  # optional fast path for the quality step's jsonb values (see _loads)
+    import orjson as _orjson
+except ImportError:  # pragma: no cover
+    _orjson = None
+
+#: Integers orjson would turn into floats (beyond 64 bits) or numbers it refuses: parsed by the json module.
+_WIDE_NUMBER = re.compile(rb"[0-9]{19}|[eE][+-]?[0-9]{3}")
+
+
+def _loads(data: Any) -> Any:
+    """``json.loads`` of a jsonb value, through orjson when that gives the identical value."""
+    if isinstance(data, memoryview):
+        data = bytes(data)
+    if _orjson is not None and not _WIDE_NUMBER.search(data):
+        try:
+            return _orjson.loads(data)
+        except _orjson.JSONDecodeError:  # pragma: no cover - PostgreSQL jsonb text is valid JSON
+            pass
+    return json.loads(data)
+
+
+#: Events derived per write to the open ``stg_events`` COPY (:meth:`GraphStore._derive_and_stage`).
+_STREAM_EVENTS = 250
 _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
 
@@ -490,12 +518,16 @@ class GraphStore:
     # -- staging --------------------------------------------------------------------------------------
 
     @staticmethod
-    def _stage_rows(conn: psycopg.Connection, batch_id: int, part: int, rows: GraphRows, chunk: int) -> int:
-        """DELETE the (batch_id, part) rows of every staging table and COPY ``rows`` in (caller's transaction)."""
+    def _stage_rows(conn: psycopg.Connection, batch_id: int, part: int, rows: GraphRows, chunk: int,
+                    skip: tuple[str, ...] = ()) -> int:
+        """DELETE the (batch_id, part) rows of every staging table and COPY ``rows`` in (caller's transaction).
+        Tables in ``skip`` are neither cleared nor copied (already staged by :meth:`_derive_and_stage`)."""
         prefix = f"{int(batch_id)}\t{int(part)}\t"
         total = 0
         with conn.cursor() as cur:
             for table, columns in STAGING_COLUMNS.items():
+                if table in skip:
+                    continue
                 cur.execute(f"DELETE FROM {table} WHERE batch_id = %s AND part = %s", (batch_id, part))
                 data = rows.tables[table]
                 if not data:
@@ -507,6 +539,43 @@ class GraphStore:
         return total
 
     @classmethod
+    def _derive_and_stage(cls, conn: psycopg.Connection, batch_id: int, part: int,
+                          events: Sequence[StoredEvent], chunk: int,
+                          timings: dict[str, float]) -> tuple[GraphRows, int]:
+        """Derive ``events`` and stage their rows as ``(batch_id, part)`` (caller's transaction).
+
+        Pipelined: the events are derived :data:`_STREAM_EVENTS` at a time and the ``stg_events`` rows of
+        each chunk (the bulky jsonb payloads) are written to one open COPY before the next chunk is derived,
+        so the server parses and stores them on its core while Python derives on the other; then the
+        reduced rows of the other tables are COPYed. Returns ``(rows, rows staged)``; ``timings`` gets
+        ``derive`` (Python derivation) and ``stage`` (the rest).
+        """
+        started = time.perf_counter()
+        derive_s = 0.0
+        prefix = f"{int(batch_id)}\t{int(part)}\t"
+        deriver = BatchDeriver()
+        sent = 0
+        with conn.cursor() as cur:
+            cur.execute("DELETE FROM stg_events WHERE batch_id = %s AND part = %s", (batch_id, part))
+            columns = STAGING_COLUMNS["stg_events"]
+            with cur.copy(f"COPY stg_events (batch_id, part, {', '.join(columns)}) FROM STDIN") as copy:
+                for start in range(0, len(events), _STREAM_EVENTS):
+                    t0 = time.perf_counter()
+                    deriver.add(events[start:start + _STREAM_EVENTS])
+                    fresh = deriver.events_since(sent)
+                    derive_s += time.perf_counter() - t0
+                    if fresh:
+                        sent += len(fresh)
+                        copy.write(copy_text(prefix, fresh))
+        t0 = time.perf_counter()
+        rows = deriver.finish()
+        derive_s += time.perf_counter() - t0
+        total = sent + cls._stage_rows(conn, batch_id, part, rows, chunk, skip=("stg_events",))
+        timings["derive"] = derive_s
+        timings["stage"] = time.perf_counter() - started - derive_s
+        return rows, total
+
+    @classmethod
     def stage_partition(cls, dsn: str | StoreSettings, batch_id: int, part: int,
                         events: Sequence[StoredEvent]) -> int:
         """Derive ``events`` and COPY them into staging as ``(batch_id, part)``, replacing earlier rows of
@@ -515,14 +584,15 @@ class GraphStore:
         settings = dsn if isinstance(dsn, StoreSettings) else StoreSettings(postgres_dsn=dsn)
         events = list(events)
         with cls._connect(settings) as conn:
-            rows = derive_batch(events)
-            for source, exc in rows.rejected:
-                log.warning("rejected event %s: %s", source, exc)
             try:
                 with conn.transaction():
-                    return cls._stage_rows(conn, batch_id, part, rows, settings.store_copy_chunk_bytes)
+                    rows, total = cls._derive_and_stage(conn, batch_id, part, events,
+                                                        settings.store_copy_chunk_bytes, {})
             except psycopg.Error as exc:
                 raise StoreError(f"staging batch {batch_id} part {part} failed: {exc}", code="store.stage") from exc
+            for source, exc in rows.rejected:
+                log.warning("rejected event %s: %s", source, exc)
+            return total
 
     # -- merging --------------------------------------------------------------------------------------
 
@@ -535,13 +605,13 @@ class GraphStore:
         """Derive, stage and merge ``events`` as batch ``batch_id`` in ONE transaction (module doc)."""
         events = list(events)
         self.last_timings = {}
-        started = time.perf_counter()
-        rows = derive_batch(events)
-        self.last_timings["derive"] = time.perf_counter() - started
+        self.last_rejections = []
+        derived: list[GraphRows] = []    # set by the first attempt; a retried transaction stages it again
+        result = self._retry(lambda: self._merge_tx(batch_id, identity, derived[0] if derived else events, derived))
+        rows = derived[0]
         self.last_rejections = list(rows.rejected)
         for source, exc in rows.rejected:
             log.warning("rejected event %s: %s", source, exc)
-        result = self._retry(lambda: self._merge_tx(batch_id, identity, rows))
         result.rows_by_table["rejected_events"] = len(rows.rejected)
         return result
 
@@ -559,18 +629,29 @@ class GraphStore:
                 raise StoreError(f"batch transaction failed: {exc}", code="store.merge") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _merge_tx(self, batch_id: int, identity: Mapping[str, Any] | None, rows: GraphRows | None) -> BatchResult:
+    def _merge_tx(self, batch_id: int, identity: Mapping[str, Any] | None,
+                  data: GraphRows | Sequence[StoredEvent] | None,
+                  derived: list[GraphRows] | None = None) -> BatchResult:
+        """One batch transaction. ``data``: None (merge what is staged), events (derive and stage them as
+        part 0, appending their :class:`GraphRows` to ``derived``) or rows derived by an earlier attempt."""
         conn = self.conn
         params = {"b": batch_id}
         result = BatchResult(batch_id=batch_id)
         with conn.transaction(), conn.cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_BATCH_LOCK_CLASS, batch_id % 2_147_483_647))
-            if rows is not None:
+            if data is not None:
                 started = time.perf_counter()
                 for table in STAGING_COLUMNS:
                     cur.execute(f"DELETE FROM {table} WHERE batch_id = %s", (batch_id,))
-                self._stage_rows(conn, batch_id, 0, rows, self.settings.store_copy_chunk_bytes)
-                self.last_timings["stage"] = time.perf_counter() - started
+                if isinstance(data, GraphRows):
+                    self._stage_rows(conn, batch_id, 0, data, self.settings.store_copy_chunk_bytes)
+                    self.last_timings["stage"] = time.perf_counter() - started
+                else:
+                    rows, _ = self._derive_and_stage(conn, batch_id, 0, data, self.settings.store_copy_chunk_bytes,
+                                                     self.last_timings)
+                    self.last_rejections = list(rows.rejected)   # known even if the transaction fails
+                    if derived is not None:
+                        derived.append(rows)
             committed = cur.execute("SELECT events_in, events_new, duplicates, rows_added, rows_modified "
                                     "FROM lineage_transactions WHERE batch_id = %s", (batch_id,)).fetchone()
             if committed is not None:
@@ -578,19 +659,39 @@ class GraphStore:
                 result.events_in, result.events_new, result.duplicates = committed[0], committed[1], committed[2]
                 result.already_committed = True
                 return result
-            for table, sql in _MERGES:
+            annotating: _Annotator | None = None
+            try:
+                for table, sql in _MERGES:
+                    started = time.perf_counter()
+                    added, modified = _counts(cur.execute(sql, params).fetchone())
+                    if table == "lineage_runs":
+                        cur.execute(RUN_DURATIONS, params)
+                    if table == "lineage_edges":
+                        modified += cur.execute(EDGE_DURATIONS, params).rowcount
+                        modified += cur.execute(EDGE_VALIDITY, params).rowcount
+                    self._count(result, table, added, modified)
+                    self.last_timings[table] = time.perf_counter() - started
+                    if table == "lineage_dataset_versions":
+                        # the versions are final now: compute their quality annotations (Python) in a
+                        # thread while the server merges the other tables; written after provenance.
+                        started = time.perf_counter()
+                        set_json_loads(_loads, cur)
+                        inputs = cur.execute(QUALITY_INPUTS, params).fetchall()
+                        self.last_timings["quality_query"] = time.perf_counter() - started
+                        annotating = _Annotator(inputs, self.settings.timeliness_window_seconds)
+                        annotating.start()
                 started = time.perf_counter()
-                added, modified = _counts(cur.execute(sql, params).fetchone())
-                if table == "lineage_runs":
-                    cur.execute(RUN_DURATIONS, params)
-                if table == "lineage_edges":
-                    modified += cur.execute(EDGE_DURATIONS, params).rowcount
-                    modified += cur.execute(EDGE_VALIDITY, params).rowcount
-                self._count(result, table, added, modified)
-                self.last_timings[table] = time.perf_counter() - started
-            started = time.perf_counter()
-            self._count(result, "lineage_quality", *self._merge_quality(cur, params))
-            self.last_timings["lineage_quality"] = time.perf_counter() - started
+                out = annotating.result() if annotating is not None else []
+                annotating = None
+                self.last_timings["quality_wait"] = time.perf_counter() - started
+                started = time.perf_counter()
+                if out:
+                    self._count(result, "lineage_quality",
+                                *_counts(cur.execute(MERGE_QUALITY, {**params, "rows": _dumps(out)}).fetchone()))
+                self.last_timings["lineage_quality"] = time.perf_counter() - started
+            finally:
+                if annotating is not None:
+                    annotating.join()
             started = time.perf_counter()
             events_in, events_new = _counts(cur.execute(MERGE_EVENTS, params).fetchone())
             self.last_timings["lineage_events"] = time.perf_counter() - started
@@ -620,25 +721,48 @@ class GraphStore:
         for table in STAGING_COLUMNS:
             cur.execute(f"DELETE FROM {table} WHERE batch_id = %s", (batch_id,))
 
-    def _merge_quality(self, cur: psycopg.Cursor, params: dict[str, Any]) -> tuple[int, int]:
-        window = self.settings.timeliness_window_seconds
-        out = []
-        for row in cur.execute(QUALITY_INPUTS, params).fetchall():
-            (vid, node, etime, rc, nc, fields, assertions, nominal, has_prev, p_rc, p_nc, p_fields, p_as, p_time,
-             p_nominal, same_schema) = row
-            if same_schema:   # schemas equal by hash: not fetched; any equal non-empty schema gives the same result
-                fields = p_fields = _SAME_SCHEMA
-            current = facts_from_row({"row_count": rc, "null_counts": nc, "fields": fields, "assertions": assertions,
-                                      "event_time": etime, "nominal_end": nominal})
-            if not current.has_quality_input():
-                continue
-            previous = facts_from_row({"row_count": p_rc, "null_counts": p_nc, "fields": p_fields,
-                                       "assertions": p_as, "event_time": p_time, "nominal_end": p_nominal}) \
-                if has_prev else None
-            note = quality_annotation(current, previous, window)
-            out.append({"quality_id": ids.quality_id(vid), "node_id": node, "version_id": vid,
-                        "measured_at": etime.isoformat(), "metrics": note.metrics, "validations": note.validations,
-                        "anomalies": note.anomalies})
-        if not out:
-            return 0, 0
-        return _counts(cur.execute(MERGE_QUALITY, {**params, "rows": json.dumps(out)}).fetchone())
+
+def annotate_versions(inputs: Sequence[tuple[Any, ...]], window: float) -> list[dict[str, Any]]:
+    """``lineage_quality`` rows (dicts for ``MERGE_QUALITY``) of the :data:`QUALITY_INPUTS` rows (pure)."""
+    out = []
+    for row in inputs:
+        (vid, node, etime, rc, nc, fields, assertions, nominal, has_prev, p_rc, p_nc, p_fields, p_as, p_time,
+         p_nominal, same_schema) = row
+        if same_schema:   # schemas equal by hash: not fetched; any equal non-empty schema gives the same result
+            fields = p_fields = _SAME_SCHEMA
+        current = facts_from_row({"row_count": rc, "null_counts": nc, "fields": fields, "assertions": assertions,
+                                  "event_time": etime, "nominal_end": nominal})
+        if not current.has_quality_input():
+            continue
+        previous = facts_from_row({"row_count": p_rc, "null_counts": p_nc, "fields": p_fields,
+                                   "assertions": p_as, "event_time": p_time, "nominal_end": p_nominal}) \
+            if has_prev else None
+        note = quality_annotation(current, previous, window)
+        out.append({"quality_id": ids.quality_id(vid), "node_id": node, "version_id": vid,
+                    "measured_at": etime.isoformat(), "metrics": note.metrics, "validations": note.validations,
+                    "anomalies": note.anomalies})
+    return out
+
+
+class _Annotator(threading.Thread):
+    """:func:`annotate_versions` on a thread: Python work overlapping the server's merge statements
+    (psycopg releases the GIL while it waits for the server)."""
+
+    def __init__(self, inputs: Sequence[tuple[Any, ...]], window: float) -> None:
+        super().__init__(name="quality-annotations", daemon=True)
+        self._inputs = inputs
+        self._window = window
+        self._out: list[dict[str, Any]] = []
+        self._error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._out = annotate_versions(self._inputs, self._window)
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread by result()
+            self._error = exc
+
+    def result(self) -> list[dict[str, Any]]:
+        self.join()
+        if self._error is not None:
+            raise self._error
+        return self._out

@@ -27,6 +27,7 @@ def build_spark_session(app_name: str = "lineage-processor", master: str | None 
         .master(master or os.environ.get("LINEAGE_SPARK_MASTER", "local[2]"))
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.streaming.stateStore.providerClass",
                 "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
