@@ -35,7 +35,7 @@ class EmitterSettings(BaseSettings):
     ``LINEAGE_ENCODING``, ``LINEAGE_LINGER_MS``, ``LINEAGE_COMPRESSION_TYPE``, ``LINEAGE_SASL_PASSWORD`` ...
     """
 
-    model_config = SettingsConfigDict(env_prefix="LINEAGE_", extra="forbid", frozen=True)
+    model_config = SettingsConfigDict(env_prefix="LINEAGE_", extra="forbid", frozen=True, hide_input_in_errors=True)
 
     bootstrap_servers: str = Field(
         description="Kafka bootstrap servers, host:port[,host:port] (env LINEAGE_BOOTSTRAP_SERVERS); required")

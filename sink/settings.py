@@ -16,7 +16,7 @@ class StoreSettings(BaseSettings):
     ``LINEAGE_TIMELINESS_WINDOW_SECONDS``, ``LINEAGE_STORE_COPY_CHUNK_BYTES``.
     """
 
-    model_config = SettingsConfigDict(env_prefix="LINEAGE_", extra="forbid", frozen=True)
+    model_config = SettingsConfigDict(env_prefix="LINEAGE_", extra="forbid", frozen=True, hide_input_in_errors=True)
 
     postgres_dsn: SecretStr = Field(description="libpq DSN/URI of the graph database (env LINEAGE_POSTGRES_DSN)")
     store_connect_timeout_seconds: int = Field(10, gt=0, description="libpq connect_timeout, seconds")

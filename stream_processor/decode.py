@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
+
+from schemas.errors import EventValidationError
 
 __all__ = ["DECODED_SCHEMA", "decode_batches", "decode_record", "arrow_decoded_schema"]
 
@@ -46,13 +48,20 @@ def arrow_decoded_schema() -> Any:
     ])
 
 
-def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
+#: Event times Spark's Arrow/pandas path can carry (pandas nanosecond timestamps: 1677-09-21 .. 2262-04-11).
+_MIN_EVENT_TIME = datetime(1678, 1, 1, tzinfo=UTC)
+_MAX_EVENT_TIME = datetime(2262, 1, 1, tzinfo=UTC)
+
+
+def _event_time(value: Any) -> datetime:
+    """The validated (UTC, ISO-8601) eventTime as a datetime; a time outside the range the stateful
+    operators can represent is rejected (to the DLQ, naming the field) rather than crashing the query."""
+    parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    if not _MIN_EVENT_TIME <= parsed < _MAX_EVENT_TIME:
+        raise EventValidationError(
+            f"eventTime {value} is outside the supported range {_MIN_EVENT_TIME:%Y-%m-%d} .. {_MAX_EVENT_TIME:%Y-%m-%d}",
+            code="validation.event_time", field="eventTime")
+    return parsed
 
 
 def _has_self(document: Any) -> bool:
@@ -89,8 +98,9 @@ def decode_record(value: bytes | None, headers: list[tuple[str, bytes | None]] |
                   registry_url: str | None = None) -> list[dict[str, Any]]:
     """The output rows (without source columns) for one Kafka message value and its headers."""
     from schemas.codec import decode_message
-    from schemas.identity import canonical_json, event_hash
+    from schemas.identity import canonical_json, hash_canonical
     from schemas.validate import validate_message
+    from sink.derive import check_storable
 
     try:
         if registry_url:
@@ -105,12 +115,14 @@ def decode_record(value: bytes | None, headers: list[tuple[str, bytes | None]] |
             has_self = _has_self(msg.document)
             event = validate_message(msg)
             text = canonical_json(event)
+            check_storable(event, text)  # NUL / lone surrogates: to the DLQ here, not lost at the sink
+            event_time = _event_time(event.get("eventTime"))
             job = event.get("job") or {}
             run = event.get("run") or {}
             rows.append({
-                "status": "ok", "event_hash": event_hash(event), "event_json": text, "kind": _kind(event),
+                "status": "ok", "event_hash": hash_canonical(text), "event_json": text, "kind": _kind(event),
                 "event_type": event.get("eventType"), "run_id": run.get("runId"),
-                "event_time": _parse_time(event.get("eventTime")), "job_namespace": job.get("namespace"),
+                "event_time": event_time, "job_namespace": job.get("namespace"),
                 "job_name": job.get("name"), "has_self": has_self,
                 "subject": json.dumps(msg.subject, sort_keys=True) if msg.subject else None,
                 "encoding": msg.encoding,

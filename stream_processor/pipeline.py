@@ -43,8 +43,12 @@ def read_kafka(spark: Any, settings: ProcessorSettings) -> Any:
     if fmt == "lineage_kafka":
         register(spark)
     reader = spark.readStream.format(fmt).option("kafka.bootstrap.servers", settings.bootstrap_servers)
-    for key, value in settings.kafka_extra.items():
-        reader = reader.option(f"kafka.{key}", value)
+    # The Python source hands kafka.* options to librdkafka: all client settings, SASL/SSL included.
+    # Spark's native source speaks the Java client's names: only what kafka_extra says explicitly.
+    options = (settings.source_options() if fmt == "lineage_kafka"
+               else {f"kafka.{k}": v for k, v in settings.kafka_extra.items()})
+    for key, value in options.items():
+        reader = reader.option(key, value)
     if settings.subscribe_pattern:
         reader = reader.option("subscribePattern", settings.subscribe_pattern)
     else:

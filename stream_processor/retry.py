@@ -214,8 +214,6 @@ class PostgresRetrier:
         waiting = False
         try:
             while True:
-                if self.cancel.is_set():
-                    raise RetryCancelled(f"stopped while waiting for PostgreSQL at {self.address} ({step})")
                 try:
                     result = fn()
                 except Exception as exc:
@@ -239,7 +237,7 @@ class PostgresRetrier:
                     log.warning("waiting for PostgreSQL at %s: %s, retry in %.1fs (%s, attempt %d)",
                                 self.address, self._reason(exc), delay, step, attempt + 1)
                     attempt += 1
-                    if self.cancel.wait(delay):
+                    if self.cancel.is_set() or self.cancel.wait(delay):  # stopping: give up, uncommitted
                         raise RetryCancelled(f"stopped while waiting for PostgreSQL at {self.address} ({step})"
                                              ) from None
                     continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from typing import Any
@@ -20,6 +21,9 @@ def build_spark_session(app_name: str = "lineage-processor", master: str | None 
         from schemas.errors import ConfigurationError
 
         raise ConfigurationError("the processor needs Spark: pip install 'lineage-stream[processor]'") from exc
+    # py4j's DEBUG log echoes every JVM call with its arguments, option values such as SASL
+    # passwords included: never below INFO, whatever the root level.
+    logging.getLogger("py4j").setLevel(logging.INFO)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = (

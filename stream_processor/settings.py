@@ -24,7 +24,7 @@ def _secret_key(key: str) -> bool:
 class ProcessorSettings(BaseSettings):
     """Everything the Structured Streaming query needs, validated once at start."""
 
-    model_config = SettingsConfigDict(env_prefix="LINEAGE_", extra="forbid")
+    model_config = SettingsConfigDict(env_prefix="LINEAGE_", extra="forbid", hide_input_in_errors=True)
 
     #: ``LINEAGE_BOOTSTRAP_SERVERS``: Kafka bootstrap servers (``host:port[,host:port]``).
     bootstrap_servers: str = "127.0.0.1:9092"

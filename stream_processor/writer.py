@@ -80,12 +80,40 @@ def _store_module() -> Any:
     return postgres
 
 
+def _record_limit(kafka_conf: dict[str, Any]) -> int:
+    """Largest record value we publish: librdkafka's ``message.max.bytes`` less 4 KiB of framing."""
+    return int(kafka_conf.get("message.max.bytes") or 1_000_000) - 4096
+
+
+def _bounded_dead_letter(row: dict[str, Any], limit: int, bump: Callable[..., None]) -> bytes:
+    """The encoded ``dead_letter`` of ``row``, its raw value cut to fit ``limit`` bytes when needed.
+
+    A hostile message can be larger than the producer's ``message.max.bytes``; publishing it whole
+    would fail the batch forever. The cut record keeps the coordinates, the reason and the first
+    ``limit / 2`` bytes of the value, and its message says how large the original was.
+    """
+    from .publish import dead_letter, encode_record
+
+    record = dead_letter(row)
+    value = encode_record("dead_letter", record)
+    if len(value) <= limit:
+        return value
+    raw = record.get("value") or b""
+    bump("dlq_truncated")
+    record["value"] = raw[: limit // 2]
+    record["headers"] = [h for h in record["headers"] if len(h.get("value") or b"") < 1024]
+    record["message"] = (f"{record['message'][:2000]} [value truncated from {len(raw)} to {limit // 2} bytes "
+                         f"for the dead-letter topic; the original is at {record['topic']}"
+                         f"[{record['partition']}]@{record['offset']}]")
+    return encode_record("dead_letter", record)
+
+
 def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
         from pyspark import TaskContext
 
-        from .publish import RecordPublisher, dead_letter, encode_record, enriched_record
+        from .publish import RecordPublisher, encode_record, enriched_record
 
         part = TaskContext.get().partitionId()
         counts: dict[tuple[str, str, str], int] = {}
@@ -95,6 +123,7 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
 
         events: list[StoredEvent] = []
         publisher = RecordPublisher(config.kafka_conf)
+        limit = _record_limit(config.kafka_conf)
         for batch in batches:
             for row in batch.to_pylist():
                 bump("consumed", row.get("source_topic") or "", row.get("encoding") or "unknown",
@@ -104,7 +133,7 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
                     bump("ts_bucket", str(int(ts.timestamp() * 1000) // LATENCY_BUCKET_MS * LATENCY_BUCKET_MS))
                 if row["status"] != "ok":
                     bump("rejected", row.get("error_code") or "internal", row.get("error_class") or "")
-                    publisher.publish(config.topic_dlq, row.get("key"), encode_record("dead_letter", dead_letter(row)))
+                    publisher.publish(config.topic_dlq, row.get("key"), _bounded_dead_letter(row, limit, bump))
                     continue
                 if row.get("has_self"):
                     bump("self_parts", n=int(row.get("parts") or 1))
@@ -115,8 +144,13 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
                     source=f"{row['source_topic']}[{row['source_partition']}]@{row['source_offset']}",
                     revision=int(row.get("revision") or 0)))
                 if config.publish_enriched:
-                    publisher.publish(config.topic_enriched, row.get("key"),
-                                      encode_record("enriched_record", enriched_record(row)))
+                    value = encode_record("enriched_record", enriched_record(row))
+                    if len(value) > limit:
+                        bump("enriched_too_large")
+                        log.warning("enriched record of %s (%d bytes) is over message.max.bytes=%d: not published "
+                                    "(it is in the graph)", events[-1].source, len(value), limit)
+                    else:
+                        publisher.publish(config.topic_enriched, row.get("key"), value)
         staged = _store_module().GraphStore.stage_partition(config.dsn, batch_id, part, events)
         bump("staged", n=int(staged or 0))
         publisher.flush()
@@ -176,19 +210,19 @@ class GraphBatchWriter:
         return self._store
 
     def _wait_for_postgres(self) -> None:
-        from .retry import probe_postgres
-
+        """Return once PostgreSQL answers on the driver's connection (re-connecting, with backoff)."""
         def check() -> None:
-            error = probe_postgres(self.dsn)
-            if error is not None:
-                raise ConnectionError(f"connection failed: {error}")
+            try:
+                self.store.conn.execute("SELECT 1")
+            except Exception:
+                self._reset_store()
+                raise
 
         self.retrier.call("connect", check)
 
     def __call__(self, df: Any, batch_id: int) -> None:
         started = time.time()
-        self.store  # noqa: B018 - connect and migrate (waits for PostgreSQL)
-        self._wait_for_postgres()
+        self._wait_for_postgres()  # before the executor pass, so an outage does not re-run it
         rows = self.retrier.call(
             "stage", lambda: df.mapInArrow(_stage_and_publish(self.config, int(batch_id)), COUNTS_SCHEMA).collect())
         counts: dict[tuple[str, str, str], int] = {}

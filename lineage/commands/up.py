@@ -185,7 +185,7 @@ def _start_servers(stack: _Stack, args: argparse.Namespace, logs: Path) -> None:
 
         stack.postgres = EmbeddedPostgres(stack.data_dir / "postgres").start()
         stack.postgres_dsn = stack.postgres.dsn
-    _status(f"PostgreSQL ready at {stack.postgres_dsn}")
+    _status(f"PostgreSQL ready at {_redact(stack.postgres_dsn)}")
 
 
 def _start_processor(stack: _Stack, args: argparse.Namespace, logs: Path) -> None:
@@ -213,10 +213,12 @@ def _start_processor(stack: _Stack, args: argparse.Namespace, logs: Path) -> Non
         checkpoints.rename(stale)
         _status(f"fresh embedded broker: moved the previous run's checkpoints to {stale}")
     command = [sys.executable, "-m", "lineage", "process", "--bootstrap-servers", stack.bootstrap,
-               "--postgres-dsn", stack.postgres_dsn, "--parquet-dir", str(stack.data_dir / "parquet"),
+               "--parquet-dir", str(stack.data_dir / "parquet"),
                "--checkpoint-dir", str(checkpoints), "--metrics-port", str(port), "--data-dir", str(stack.data_dir),
                *[arg for key in TOPIC_KEYS for arg in (f"--topic-{key}", stack.topics[key])]]
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    # The DSN (which may hold a password) goes through the environment, not argv where `ps` shows it.
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           "LINEAGE_POSTGRES_DSN": stack.postgres_dsn}
     log = open(logs / "processor.log", "ab")  # noqa: SIM115 - the child keeps writing it
     stack.processor = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                        env=env, start_new_session=True)
@@ -254,9 +256,19 @@ def _write_endpoints(stack: _Stack) -> Path:
     }
     path = stack.data_dir / ENDPOINTS_FILE
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(endpoints, indent=2) + "\n", encoding="utf-8")
+    # Readable by its owner only: the DSN in it may hold a password (other commands need it to connect).
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(json.dumps(endpoints, indent=2) + "\n")
     tmp.replace(path)
     return path
+
+
+def _redact(dsn: str) -> str:
+    """``dsn`` without its password, for messages."""
+    from stream_processor.retry import redact
+
+    return redact(dsn)
 
 
 def _status(text: str) -> None:
