@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from schemas.kafka_security import KafkaSecurity
 
 __all__ = ["EmitterSettings", "Encoding", "DEFAULT_TOPIC"]
 
@@ -28,7 +30,7 @@ Compression = Literal["none", "lz4", "snappy", "gzip", "zstd"]
 _FIXED = {"acks": "all", "enable.idempotence": "true"}
 
 
-class EmitterSettings(BaseSettings):
+class EmitterSettings(KafkaSecurity, BaseSettings):
     """Where and how :class:`producers.emitter.LineageEmitter` publishes.
 
     Environment variables (prefix ``LINEAGE_``): ``LINEAGE_BOOTSTRAP_SERVERS``, ``LINEAGE_TOPIC``,
@@ -60,14 +62,6 @@ class EmitterSettings(BaseSettings):
     queue_buffering_max_messages: int = Field(
         default=500_000, gt=0, description="queue.buffering.max.messages: local queue bound, messages")
     flush_timeout_seconds: float = Field(default=60.0, gt=0, description="how long flush()/close() wait, seconds")
-    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] | None = None
-    sasl_mechanism: str | None = Field(default=None, description="sasl.mechanism, e.g. PLAIN, SCRAM-SHA-512")
-    sasl_username: str | None = None
-    sasl_password: SecretStr | None = Field(default=None, description="sasl.password (env LINEAGE_SASL_PASSWORD)")
-    ssl_ca_location: str | None = None
-    ssl_certificate_location: str | None = None
-    ssl_key_location: str | None = None
-    ssl_key_password: SecretStr | None = None
     extra_config: dict[str, str] = Field(
         default_factory=dict, description="any other librdkafka property, dotted keys, passed as is "
         "(env LINEAGE_EXTRA_CONFIG as a JSON object)")
@@ -107,17 +101,8 @@ class EmitterSettings(BaseSettings):
             "delivery.timeout.ms": str(self.delivery_timeout_ms),
             "queue.buffering.max.messages": str(self.queue_buffering_max_messages),
         }
-        optional = {
-            "message.max.bytes": self.message_max_bytes,
-            "security.protocol": self.security_protocol,
-            "sasl.mechanism": self.sasl_mechanism,
-            "sasl.username": self.sasl_username,
-            "sasl.password": self.sasl_password.get_secret_value() if self.sasl_password else None,
-            "ssl.ca.location": self.ssl_ca_location,
-            "ssl.certificate.location": self.ssl_certificate_location,
-            "ssl.key.location": self.ssl_key_location,
-            "ssl.key.password": self.ssl_key_password.get_secret_value() if self.ssl_key_password else None,
-        }
-        config.update({k: str(v) for k, v in optional.items() if v is not None})
+        if self.message_max_bytes is not None:
+            config["message.max.bytes"] = str(self.message_max_bytes)
+        config.update(self.security_config())
         config.update(self.extra_config)
         return config

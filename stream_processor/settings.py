@@ -6,12 +6,13 @@ the CLI builds one instance at its entry point and passes it down. Units are in 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from schemas.errors import ConfigurationError
+from schemas.kafka_security import KafkaSecurity
 
 __all__ = ["ProcessorSettings"]
 
@@ -21,7 +22,7 @@ def _secret_key(key: str) -> bool:
     return any(word in key for word in ("password", "secret", "jaas", "token", "credential"))
 
 
-class ProcessorSettings(BaseSettings):
+class ProcessorSettings(KafkaSecurity, BaseSettings):
     """Everything the Structured Streaming query needs, validated once at start."""
 
     model_config = SettingsConfigDict(env_prefix="LINEAGE_", extra="forbid", hide_input_in_errors=True)
@@ -77,19 +78,7 @@ class ProcessorSettings(BaseSettings):
     postgres_retry_initial_seconds: float = Field(default=0.5, gt=0)
     #: ``LINEAGE_POSTGRES_RETRY_MAX_INTERVAL_SECONDS``: cap of one backoff delay (seconds).
     postgres_retry_max_interval_seconds: float = Field(default=15.0, gt=0)
-    #: ``LINEAGE_SECURITY_PROTOCOL``: ``PLAINTEXT`` | ``SSL`` | ``SASL_PLAINTEXT`` | ``SASL_SSL`` (None: librdkafka's default).
-    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] | None = None
-    #: ``LINEAGE_SASL_MECHANISM``: ``PLAIN`` | ``SCRAM-SHA-256`` | ``SCRAM-SHA-512`` | ...
-    sasl_mechanism: str | None = None
-    #: ``LINEAGE_SASL_USERNAME`` / ``LINEAGE_SASL_PASSWORD`` (a secret: never in repr, logs or metrics).
-    sasl_username: str | None = None
-    sasl_password: SecretStr | None = None
-    #: ``LINEAGE_SSL_CA_LOCATION`` / ``..._CERTIFICATE_LOCATION`` / ``..._KEY_LOCATION``: PEM file paths.
-    ssl_ca_location: str | None = None
-    ssl_certificate_location: str | None = None
-    ssl_key_location: str | None = None
-    #: ``LINEAGE_SSL_KEY_PASSWORD``: password of the private key (a secret).
-    ssl_key_password: SecretStr | None = None
+    # SASL/SSL fields (LINEAGE_SECURITY_PROTOCOL, LINEAGE_SASL_*, LINEAGE_SSL_*): schemas.kafka_security.
 
     @field_validator("starting_offsets")
     @classmethod
@@ -104,20 +93,6 @@ class ProcessorSettings(BaseSettings):
             raise ConfigurationError("no PostgreSQL DSN: pass --postgres-dsn, set LINEAGE_POSTGRES_DSN, "
                                      "or start `lineage up` first")
         return self.postgres_dsn
-
-    def security_config(self) -> dict[str, str]:
-        """The SASL/SSL properties, librdkafka's dotted keys (secrets revealed here only)."""
-        optional = {
-            "security.protocol": self.security_protocol,
-            "sasl.mechanism": self.sasl_mechanism,
-            "sasl.username": self.sasl_username,
-            "sasl.password": self.sasl_password.get_secret_value() if self.sasl_password else None,
-            "ssl.ca.location": self.ssl_ca_location,
-            "ssl.certificate.location": self.ssl_certificate_location,
-            "ssl.key.location": self.ssl_key_location,
-            "ssl.key.password": self.ssl_key_password.get_secret_value() if self.ssl_key_password else None,
-        }
-        return {k: str(v) for k, v in optional.items() if v is not None}
 
     def kafka_config(self, **overrides: Any) -> dict[str, Any]:
         """librdkafka's dotted-key configuration for a client of this processor (security included)."""

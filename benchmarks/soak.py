@@ -1,0 +1,335 @@
+"""Soak benchmark: ``lineage demo`` traffic at a steady rate into ``lineage process``, for a long time.
+
+Not a test (pytest never collects it): run ``python benchmarks/soak.py`` (one hour, 200 msg/s)
+or ``python benchmarks/soak.py --duration-seconds 120`` for a short run.
+
+It starts the embedded broker and an embedded PostgreSQL (temp dir), runs the processor as a
+subprocess exactly as users do (``python -m lineage process --bootstrap-servers ... --metrics-port P``),
+waits for its metrics endpoint, then publishes demo traffic in-process
+(:func:`producers.demo.publish_demo` into a :class:`producers.emitter.LineageEmitter`) at ``--rate``
+messages/s for ``--duration-seconds``. Every ``--sample-seconds`` it samples:
+
+- RSS (MiB) of the processor's process tree, split by command line: ``rss_jvm`` (java: the Spark
+  driver JVM), ``rss_driver_py`` (the ``lineage process`` Python process itself), ``rss_workers``
+  (Python processes running ``-m pyspark.*``: ``pyspark.daemon`` and its forked workers, the
+  ``python_streaming_source_runner`` of the Python Kafka source), ``rss_other`` (anything else);
+  RSS counts pages shared by forked workers once per process, so ``rss_workers`` overstates;
+- from ``http://127.0.0.1:P/metrics``: ``state_rows`` (``lineage_state_rows``), ``lag``
+  (sum of ``lineage_consumer_lag_records`` over partitions), ``consumed``
+  (``lineage_events_consumed_total``, summed) and ``batches`` (``lineage_batches_committed_total``).
+
+Verdict per series, over the samples at ``t`` in ``[0, T]`` (``T`` = last sample time):
+
+- ``slope``: least-squares slope over the second half (``t >= T/2``), in units per hour:
+  ``slope = sum((t_i - t̄)(y_i - ȳ)) / sum((t_i - t̄)²)`` with ``t`` in hours;
+- for RSS, state rows and lag: **grows without bound** iff ``slope > 0`` AND
+  ``mean(y | t in [3T/4, T]) > 1.2 * mean(y | t in [T/4, T/2))`` (the last-quarter mean is more
+  than 20 % above the second-quarter mean). Counters (consumed, batches) only report their slope
+  (their rate), they are expected to grow.
+
+Short runs: the processor's dedupe state is evicted only after ``--dedupe-window-seconds``
+(default 3600 s), and the first quarter holds JVM and worker warm-up, so only a run well past an
+hour says anything about boundedness; a shorter run is a smoke run of the harness.
+
+Prints a table of samples and the verdicts; ``--json FILE`` writes both. Everything stops at the
+end: SIGTERM to the processor's process group (SIGKILL after a grace period), then the broker and
+PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main", "run_soak", "classify_rss", "scrape_metrics", "verdicts", "GROWTH_RULE"]
+
+ROOT = Path(__file__).resolve().parents[1]
+MIB = 1024 * 1024
+BOUNDED_SERIES = ("rss_jvm", "rss_driver_py", "rss_workers", "state_rows", "lag")
+COUNTER_SERIES = ("consumed", "batches")
+GROWTH_RULE = ("grows without bound := slope over the second half > 0 AND mean over the last quarter "
+               "[3T/4, T] > 1.2 x mean over the second quarter [T/4, T/2) (RSS, state rows, lag)")
+
+
+def classify_rss(root_pid: int) -> dict[str, float]:
+    """RSS (MiB) of ``root_pid`` and its descendants, by kind: jvm, driver_py, workers, other."""
+    import psutil
+
+    out = {"rss_jvm": 0.0, "rss_driver_py": 0.0, "rss_workers": 0.0, "rss_other": 0.0, "workers": 0}
+    try:
+        root = psutil.Process(root_pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return out
+    for p in procs:
+        try:
+            rss = p.memory_info().rss / MIB
+            cmd = " ".join(p.cmdline())
+            exe = (p.cmdline() or [p.name()])[0]
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        if p.pid == root_pid:
+            key = "rss_driver_py"
+        elif Path(exe).name.startswith("java"):
+            key = "rss_jvm"
+        elif "python" in Path(exe).name and "pyspark." in cmd:  # daemon, workers, streaming source runner
+            key = "rss_workers"
+            out["workers"] += 1
+        else:
+            key = "rss_other"
+        out[key] += rss
+    return {k: round(v, 1) if isinstance(v, float) else v for k, v in out.items()}
+
+
+def scrape_metrics(port: int, timeout_seconds: float = 5.0) -> dict[str, float] | None:
+    """The four processor metrics from its Prometheus endpoint; None when it does not answer."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=timeout_seconds) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return None
+    wanted = {"lineage_state_rows": "state_rows", "lineage_consumer_lag_records": "lag",
+              "lineage_events_consumed_total": "consumed", "lineage_batches_committed_total": "batches"}
+    values = dict.fromkeys(wanted.values(), 0.0)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in wanted:
+                values[wanted[sample.name]] += sample.value
+    return values
+
+
+def _slope_per_hour(points: list[tuple[float, float]]) -> float | None:
+    """Least-squares slope of (seconds, value) points, in value units per hour."""
+    if len(points) < 2:
+        return None
+    ts = [t / 3600 for t, _ in points]
+    ys = [y for _, y in points]
+    tm, ym = sum(ts) / len(ts), sum(ys) / len(ys)
+    den = sum((t - tm) ** 2 for t in ts)
+    return sum((t - tm) * (y - ym) for t, y in zip(ts, ys, strict=True)) / den if den else None
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def verdicts(samples: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Slope (units/hour, second half) and the growth verdict of every series (see the module doc)."""
+    if not samples:
+        return {}
+    end = samples[-1]["t"]
+    out: dict[str, dict[str, Any]] = {}
+    for key in BOUNDED_SERIES + COUNTER_SERIES:
+        pts = [(s["t"], float(s[key])) for s in samples if s.get(key) is not None]
+        slope = _slope_per_hour([(t, y) for t, y in pts if t >= end / 2])
+        q2 = _mean([y for t, y in pts if end / 4 <= t < end / 2])
+        q4 = _mean([y for t, y in pts if t >= 3 * end / 4])
+        entry: dict[str, Any] = {"slope_per_hour": None if slope is None else round(slope, 2),
+                                 "q2_mean": None if q2 is None else round(q2, 2),
+                                 "q4_mean": None if q4 is None else round(q4, 2)}
+        if key in COUNTER_SERIES:
+            entry["grows_without_bound"] = None
+            entry["verdict"] = "counter (rate)"
+        elif slope is None or q2 is None or q4 is None:
+            entry["grows_without_bound"] = None
+            entry["verdict"] = "too few samples"
+        else:
+            grows = slope > 0 and q4 > 1.2 * q2
+            entry["grows_without_bound"] = grows
+            entry["verdict"] = "GROWS WITHOUT BOUND" if grows else "bounded"
+        out[key] = entry
+    return out
+
+
+def _stop_processor(proc: subprocess.Popen[bytes], grace_seconds: float = 60.0) -> int | None:
+    """SIGTERM the driver (it stops its query and Spark), then SIGTERM, later SIGKILL, its process group.
+
+    The driver goes first: a SIGTERM to the whole group at once also stops the JVM under the
+    driver's feet, and the driver then exits 1 with py4j ``Connection refused`` tracebacks.
+    """
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(grace_seconds)
+        except subprocess.TimeoutExpired:
+            pass
+    for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)  # leftovers: JVM, Python workers (same session as the driver)
+        except (ProcessLookupError, PermissionError):
+            break
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
+        else:
+            continue
+        break
+    if proc.poll() is None:
+        proc.wait(10)
+    return proc.returncode
+
+
+def run_soak(duration_seconds: float, rate: float, sample_seconds: float, work_dir: Path,
+             trigger_interval_seconds: float = 1.0, seed: int = 0,
+             startup_timeout_seconds: float = 300.0, say: Any = print) -> dict[str, Any]:
+    """Run the soak; returns ``{"config", "samples", "verdicts", "published", ...}``."""
+    from lineage.embedded.broker import EmbeddedBroker
+    from lineage.embedded.ports import free_port
+    from lineage.embedded.postgres import EmbeddedPostgres
+    from producers.demo import DemoStats, publish_demo
+    from producers.emitter import LineageEmitter
+    from producers.settings import EmitterSettings
+
+    broker = EmbeddedBroker(partitions=3, log_path=work_dir / "broker.log").start()
+    pg = EmbeddedPostgres(work_dir / "pg").start()
+    proc: subprocess.Popen[bytes] | None = None
+    stop = threading.Event()
+    publisher: threading.Thread | None = None
+    result: dict[str, Any] = {"config": {"duration_seconds": duration_seconds, "rate": rate,
+                                         "sample_seconds": sample_seconds,
+                                         "trigger_interval_seconds": trigger_interval_seconds},
+                              "rule": GROWTH_RULE}
+    try:
+        dsn = pg.create_database("soak")
+        port = free_port()
+        log_path = work_dir / "processor.log"
+        cmd = [sys.executable, "-m", "lineage", "process", "--bootstrap-servers", broker.bootstrap,
+               "--postgres-dsn", dsn, "--parquet-dir", str(work_dir / "parquet"),
+               "--checkpoint-dir", str(work_dir / "checkpoints"), "--metrics-port", str(port),
+               "--trigger-interval-seconds", str(trigger_interval_seconds), "--data-dir", str(work_dir)]
+        say(f"soak: broker {broker.bootstrap}, PostgreSQL {pg.host}:{pg.port}, processor log {log_path}")
+        with open(log_path, "ab") as log_file:
+            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + startup_timeout_seconds
+        while scrape_metrics(port, 2.0) is None:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the processor exited with {proc.returncode}; see {log_path}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no metrics on port {port} within {startup_timeout_seconds:.0f}s; see {log_path}")
+            time.sleep(1.0)
+        say(f"soak: processor pid {proc.pid} serves metrics on :{port}; publishing {rate:g} msg/s "
+            f"for {duration_seconds:g}s")
+
+        stats_box: dict[str, Any] = {}
+
+        def publish() -> None:
+            settings = EmitterSettings(bootstrap_servers=broker.bootstrap, topic="openlineage.events")
+            try:
+                with LineageEmitter(settings) as emitter:
+                    stats: DemoStats = publish_demo(emitter, rate=rate, duration_seconds=duration_seconds,
+                                                    seed=seed, stop=stop, progress_every_seconds=5.0)
+                stats_box["stats"] = stats
+            except Exception as exc:  # noqa: BLE001 - reported in the result, never lost
+                stats_box["error"] = f"{type(exc).__name__}: {exc}"
+
+        publisher = threading.Thread(target=publish, name="soak-publisher", daemon=True)
+        samples: list[dict[str, Any]] = []
+        t0 = time.monotonic()
+        publisher.start()
+        next_at = t0
+        while True:
+            now = time.monotonic()
+            if now >= next_at:
+                metrics = scrape_metrics(port) or {}
+                row: dict[str, Any] = {"t": round(now - t0, 1), **classify_rss(proc.pid)}
+                for key in ("state_rows", "lag", "consumed", "batches"):
+                    row[key] = metrics.get(key)
+                samples.append(row)
+                say("soak: " + " ".join(f"{k}={v}" for k, v in row.items()))
+                next_at += sample_seconds
+            if proc.poll() is not None:
+                result["processor_exit"] = proc.returncode
+                say(f"soak: the processor exited early with {proc.returncode}; see {log_path}")
+                break
+            if not publisher.is_alive() and now - t0 >= duration_seconds:
+                break
+            time.sleep(max(0.0, min(next_at - time.monotonic(), 1.0)))
+        publisher.join(120)
+        stats = stats_box.get("stats")
+        result.update(samples=samples, verdicts=verdicts(samples),
+                      published={"messages": stats.messages, "events": stats.events,
+                                 "seconds": round(stats.seconds, 1), "kinds": stats.kinds} if stats else None,
+                      publish_error=stats_box.get("error"))
+        return result
+    finally:
+        stop.set()
+        if publisher is not None:
+            publisher.join(60)
+        if proc is not None:
+            code = _stop_processor(proc)
+            result["processor_stop_exit"] = code
+            say(f"soak: processor stopped (exit {code})")
+        broker.stop()
+        pg.stop()
+
+
+def print_report(result: dict[str, Any]) -> None:
+    cols = ("t", "rss_jvm", "rss_driver_py", "rss_workers", "rss_other", "workers", "state_rows", "lag",
+            "consumed", "batches")
+    print("\nsamples (t in s, RSS in MiB)")
+    print("  ".join(f"{c:>13}" for c in cols))
+    for s in result.get("samples", []):
+        print("  ".join(f"{'-' if s.get(c) is None else s[c]:>13}" for c in cols))
+    print(f"\nverdicts; rule: {result['rule']}")
+    print(f"{'series':>14}  {'slope/hour (2nd half)':>22}  {'Q2 mean':>12}  {'Q4 mean':>12}  verdict")
+    for key, v in result.get("verdicts", {}).items():
+        slope = "-" if v["slope_per_hour"] is None else f"{v['slope_per_hour']:.2f}"
+        q2 = "-" if v["q2_mean"] is None else f"{v['q2_mean']:.2f}"
+        q4 = "-" if v["q4_mean"] is None else f"{v['q4_mean']:.2f}"
+        print(f"{key:>14}  {slope:>22}  {q2:>12}  {q4:>12}  {v['verdict']}")
+    print(f"\npublished: {result.get('published')}; publish error: {result.get('publish_error')}; "
+          f"processor early exit: {result.get('processor_exit')}; "
+          f"exit code after SIGTERM: {result.get('processor_stop_exit')}")
+    if result["config"]["duration_seconds"] < 3600:
+        print("note: a run shorter than the processor's dedupe window (--dedupe-window-seconds, default 3600 s) "
+              "cannot tell bounded state from growth: dedupe state is only evicted after that window, and the "
+              "first quarters include JVM/worker warm-up")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration-seconds", type=float, default=3600.0, help="traffic duration (default 3600)")
+    parser.add_argument("--rate", type=float, default=200.0, help="messages per second (default 200)")
+    parser.add_argument("--sample-seconds", type=float, default=10.0, help="sampling interval (default 10)")
+    parser.add_argument("--trigger-interval-seconds", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path, default=None, help="write samples and verdicts here")
+    parser.add_argument("--work-dir", type=Path, default=None, help="keep logs and data here (default: temp, removed)")
+    args = parser.parse_args(argv)
+    work = args.work_dir or Path(tempfile.mkdtemp(prefix="lineage-soak-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        result = run_soak(args.duration_seconds, args.rate, args.sample_seconds, work,
+                          trigger_interval_seconds=args.trigger_interval_seconds, seed=args.seed,
+                          say=lambda line: print(line, file=sys.stderr, flush=True))
+    finally:
+        if args.work_dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    print_report(result)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+        print(f"wrote {args.json}")
+    return 0 if result.get("processor_exit") is None and not result.get("publish_error") else 1
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    raise SystemExit(main())
