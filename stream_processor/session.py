@@ -22,8 +22,8 @@ def build_spark_session(app_name: str = "lineage-processor", master: str | None 
 
         raise ConfigurationError("the processor needs Spark: pip install 'lineage-stream[processor]'") from exc
     # py4j's DEBUG log echoes every JVM call with its arguments, option values such as SASL
-    # passwords included: never below INFO, whatever the root level.
-    logging.getLogger("py4j").setLevel(logging.INFO)
+    # passwords included (and INFO is a line per callback): WARNING, whatever the root level.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = (
