@@ -37,11 +37,30 @@ def assert_eventually(condition: Callable[[], object], timeout: float = 30.0, in
     raise AssertionError(f"{message} (after {timeout:.0f}s; last value {last!r})")
 
 
+def _docker_requested() -> bool:
+    """``LINEAGE_TEST_DOCKER=1``: run the same tests on apache/kafka and postgres containers (testcontainers)."""
+    if os.environ.get("LINEAGE_TEST_DOCKER") != "1":
+        return False
+    try:
+        import docker
+
+        docker.from_env().ping()
+    except Exception as exc:  # no engine, no socket, no permission: say which
+        pytest.skip(f"LINEAGE_TEST_DOCKER=1 but no Docker engine answers ({exc}); unset it to use the embedded servers")
+    return True
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     external = os.environ.get("LINEAGE_TEST_KAFKA_BOOTSTRAP")
     if external:
         yield external
+        return
+    if _docker_requested():
+        from testcontainers.community.kafka import KafkaContainer
+
+        with KafkaContainer("confluentinc/cp-kafka:7.7.1").with_kraft() as container:
+            yield container.get_bootstrap_server()
         return
     from lineage.embedded.broker import EmbeddedBroker
 
@@ -91,6 +110,12 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     external = os.environ.get("LINEAGE_TEST_POSTGRES_DSN")
     if external:
         yield _ExternalPostgres(external)
+        return
+    if _docker_requested():
+        from testcontainers.community.postgres import PostgresContainer
+
+        with PostgresContainer("postgres:17.6", driver=None) as container:
+            yield _ExternalPostgres(container.get_connection_url())
         return
     from lineage.embedded.postgres import EmbeddedPostgres
 
