@@ -47,9 +47,22 @@ class PrometheusServer:
              f"--storage.tsdb.path={self.workdir / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}"],
             stdout=open(self.workdir / "prometheus.log", "wb"), stderr=subprocess.STDOUT,  # noqa: SIM115
         )
-        if not wait_for_port("127.0.0.1", self.port, 30):
+        if not wait_for_port("127.0.0.1", self.port, 30) or not self._wait_ready(60):
             raise RuntimeError(f"prometheus did not start: {(self.workdir / 'prometheus.log').read_text()[-2000:]}")
         return self
+
+    def _wait_ready(self, timeout: float) -> bool:
+        """The port opens before the TSDB is loaded (the API answers 503 until then): wait for /-/ready."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=5) as resp:
+                    if resp.status == 200:
+                        return True
+            except OSError:  # URLError / HTTPError 503 / connection reset while starting
+                pass
+            time.sleep(0.25)
+        return False
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
