@@ -10,6 +10,9 @@
 - :meth:`LineageEmitter.emit` only queues. Every delivery report is looked at: failures are
   collected and :meth:`LineageEmitter.flush` (and ``close``/``__exit__``) raises
   :class:`schemas.errors.DeliveryError` listing them — nothing is dropped silently.
+- Values over ``message.max.bytes`` (librdkafka's, default 1,000,000, less 16 KiB of headroom) are
+  sent as consecutive chunks of one key (:mod:`producers.chunking`), each compressed in its batch
+  like any message; the processor reassembles them before decoding.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from schemas.errors import ConfigurationError, DeliveryError, LineageError
 
+from .chunking import DEFAULT_MESSAGE_MAX_BYTES, split_message
 from .keys import message_key
 from .metrics import ProducerMetrics
 from .settings import EmitterSettings
@@ -103,9 +107,11 @@ class LineageEmitter:
         self.delivered = 0
         self.failed = 0
         self._reported = 0
+        config = settings.librdkafka_config()
+        self._max_bytes = int(config.get("message.max.bytes") or DEFAULT_MESSAGE_MAX_BYTES)
         try:
             self._producer: Producer | None = Producer(
-                {**settings.librdkafka_config(), "logger": logging.getLogger("producers.librdkafka")})
+                {**config, "logger": logging.getLogger("producers.librdkafka")})
         except KafkaException as exc:
             raise ConfigurationError(f"invalid producer configuration: {exc}") from exc
 
@@ -150,7 +156,27 @@ class LineageEmitter:
         return out
 
     def produce(self, value: bytes, *, key: str | None, headers: list[tuple[str, bytes]]) -> None:
-        """Hand one message to librdkafka; waits (serving delivery reports) while its queue is full."""
+        """Hand one message to librdkafka; waits (serving delivery reports) while its queue is full.
+
+        A value over ``message.max.bytes`` (less headroom, :func:`producers.chunking.split_message`) goes
+        as consecutive chunks with the same key; the processor reassembles them. When a chunk is refused
+        before queueing, the rest are not sent (the failure surfaces at flush; the processor sends the
+        incomplete group to its dead-letter topic after its chunk timeout). A ``message.max.bytes`` that
+        leaves less than 1 KiB per chunk after the 16 KiB headroom disables chunking: an oversized value
+        then fails with ``MSG_SIZE_TOO_LARGE`` as it would without it.
+        """
+        try:
+            parts = split_message(value, headers, self._max_bytes)
+        except ValueError:  # a limit too small to chunk under: sent whole, librdkafka reports MSG_SIZE_TOO_LARGE
+            parts = [(value, list(headers))]
+        if len(parts) > 1:
+            self.metrics.chunked(self.settings.topic, len(parts))
+        for part, part_headers in parts:
+            if not self._produce_one(part, key, part_headers):
+                return
+
+    def _produce_one(self, value: bytes, key: str | None, headers: list[tuple[str, bytes | None]]) -> bool:
+        """Queue one message; False when it was refused (the failure is recorded)."""
         topic, size = self.settings.topic, len(value)
         encoding = self.settings.encoding
 
@@ -172,16 +198,17 @@ class LineageEmitter:
             except BufferError:
                 if time.monotonic() > deadline:
                     self._record(DeliveryFailure(topic, key, "_QUEUE_FULL", "local producer queue stayed full"))
-                    return
+                    return False
                 producer.poll(0.1)
             except KafkaException as exc:  # refused before queueing, e.g. MSG_SIZE_TOO_LARGE
                 error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
                 self._record(DeliveryFailure(topic, key, error.name() if error else "PRODUCE",
                                              error.str() if error else str(exc)))
-                return
+                return False
         with self._lock:
             self.queued += 1
         producer.poll(0)
+        return True
 
     def _live(self) -> Producer:
         if self._producer is None:

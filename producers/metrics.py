@@ -4,6 +4,8 @@
 - ``lineage_producer_delivery_failures_total{topic,reason}``: messages the broker did not
   acknowledge (``reason`` is librdkafka's error name, e.g. ``_MSG_TIMED_OUT``, ``MSG_SIZE_TOO_LARGE``).
 - ``lineage_producer_bytes_sent_total{topic}``: value bytes acknowledged.
+- ``lineage_producer_chunked_events_total{topic}``: values over ``message.max.bytes`` split into chunks
+  (each chunk then counts as one message above); ``lineage_producer_chunks_total{topic}``: chunks queued.
 
 By default a private :class:`prometheus_client.CollectorRegistry` is used, so that several
 emitters in one process never clash; pass ``prometheus_client.REGISTRY`` to expose them with
@@ -28,6 +30,14 @@ class ProducerMetrics:
                                 ["topic", "reason"], registry=self.registry)
         self.bytes = Counter("lineage_producer_bytes_sent", "value bytes acknowledged by the broker",
                              ["topic"], registry=self.registry)
+        self.chunked_events = Counter("lineage_producer_chunked_events", "values split into chunks because they "
+                                      "were over message.max.bytes", ["topic"], registry=self.registry)
+        self.chunks = Counter("lineage_producer_chunks", "chunks of split values queued", ["topic"],
+                              registry=self.registry)
+
+    def chunked(self, topic: str, chunks: int) -> None:
+        self.chunked_events.labels(topic).inc()
+        self.chunks.labels(topic).inc(chunks)
 
     def delivered(self, topic: str, encoding: str, size: int) -> None:
         self.sent.labels(topic, encoding).inc()

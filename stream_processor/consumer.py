@@ -4,11 +4,17 @@
 every partition) from the beginning, or only new records, and yields
 :class:`EnrichedRecord` / :class:`DeadLetter` / :class:`GraphChange` decoded from the Avro
 single-object values the processor writes (:mod:`stream_processor.publish`).
+
+Records split into chunks by their producer (:mod:`producers.chunking`, for records over
+``message.max.bytes``) are reassembled before decoding. A group that cannot be reassembled is
+logged as a WARNING with its reason and chunk offsets and not yielded (a viewer must not stop on
+it); so is a group still open when reading stops.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,6 +22,8 @@ from datetime import datetime
 from typing import Any
 
 __all__ = ["EnrichedRecord", "DeadLetter", "GraphChange", "read_records", "to_typed"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -94,11 +102,19 @@ def to_typed(value: bytes, key: bytes | None = None) -> EnrichedRecord | DeadLet
     raise ValueError(f"not an output record of the processor: schema {name!r}")
 
 
+def _warn_failed(topic: str, record: Any) -> None:
+    failure = record.failure
+    log.warning("%s[%d]@%d: a chunked record could not be reassembled (%s): %s; chunk offsets %s", topic,
+                record.partition(), failure.offset, failure.code, failure.message, list(failure.offsets))
+
+
 def read_records(bootstrap: str, topic: str, *, from_beginning: bool = True, max_records: int | None = None,
                  idle_timeout_seconds: float = 5.0, follow: bool = False,
                  conf: dict[str, Any] | None = None) -> Iterator[Any]:
     """Typed records of ``topic``; stops after ``max_records``, or when idle that long (unless ``follow``)."""
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
+
+    from producers.chunking import TopicReassembler
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "lineage-tail", "enable.auto.commit": False,
                          "log_level": 3, **(conf or {})})
@@ -109,16 +125,25 @@ def read_records(bootstrap: str, topic: str, *, from_beginning: bool = True, max
         consumer.assign([TopicPartition(topic, p, start) for p in parts])
         n = 0
         idle_since = time.monotonic()
+        chunks = TopicReassembler()
         while max_records is None or n < max_records:
             msg = consumer.poll(0.2)
             if msg is None:
                 if not follow and time.monotonic() - idle_since > idle_timeout_seconds:
+                    for failed in chunks.give_up("reading stopped before the group completed"):
+                        _warn_failed(topic, failed)
                     return
                 continue
             if msg.error() is not None:
                 continue
             idle_since = time.monotonic()
-            n += 1
-            yield to_typed(msg.value(), msg.key())
+            for whole in chunks.add(msg):
+                if getattr(whole, "failure", None) is not None:
+                    _warn_failed(topic, whole)
+                    continue
+                n += 1
+                yield to_typed(whole.value(), whole.key())
+                if max_records is not None and n >= max_records:
+                    return
     finally:
         consumer.close()

@@ -97,11 +97,15 @@ def _registry(url: str) -> Any:
 def decode_record(value: bytes | None, headers: list[tuple[str, bytes | None]] | None,
                   registry_url: str | None = None) -> list[dict[str, Any]]:
     """The output rows (without source columns) for one Kafka message value and its headers."""
+    from producers.chunking import chunk_rejection
     from schemas.codec import decode_message
     from schemas.identity import canonical_json, hash_canonical
     from schemas.validate import validate_message
     from sink.derive import check_storable
 
+    chunk_error = chunk_rejection(headers)  # a chunk group the source gave up on, or an unassembled chunk
+    if chunk_error is not None:
+        return [_rejected(chunk_error, 0)]
     try:
         if registry_url:
             messages = decode_message(value, headers, registry=_registry(registry_url))

@@ -11,7 +11,8 @@ each micro-batch plans one input partition per Kafka partition range ``[start, e
 an executor with a group-less consumer (``assign()``) and returned as Arrow record batches.
 Options: ``kafka.bootstrap.servers``, ``subscribe`` (comma list) or ``subscribePattern``,
 ``startingOffsets`` (``earliest`` | ``latest`` | JSON), ``maxOffsetsPerTrigger`` (a read limit),
-``pollTimeoutMs`` and any ``kafka.<librdkafka key>``.
+``pollTimeoutMs``, ``chunkTimeoutSeconds`` (how long a chunk group may stay incomplete, see
+:func:`read_range`) and any ``kafka.<librdkafka key>``.
 
 **The end of a partition.** The embedded tansu broker's ListOffsets(latest) may answer the
 base offset of the last record batch instead of the log end; the high watermark carried by a
@@ -20,15 +21,26 @@ seeks a group-less consumer to ``known_end - 1`` (or the ListOffsets answer when
 waits for the record there to arrive and then reads librdkafka's cached high watermark, which
 that very fetch response set. ``end = max(ListOffsets, fetched high watermark, known end)``:
 both are lower bounds of the true log end, so the tail of a quiet topic is never left unread.
+
+**A topic recreated with an empty log** (the embedded broker keeps nothing across a restart).
+The offset JSON also carries ``"$ids": {"topic": "<topic id>"}`` (``AdminClient.describe_topics``):
+when a topic's id differs from the one the previous batch recorded, its partitions are read
+from their low watermark again (the batch's end JSON says so in ``"$from"`` and
+``"$reset"``; a WARNING is logged), and a batch planned against the old log (re-run after a
+restart) reads nothing of that topic: those records are gone with the old log. Where the broker
+reports no topic ids, a partition whose fetched log end fell below the checkpointed offset is
+reset instead; that heuristic misses a log re-filled past the old offset before the next probe.
+Like Spark's ``failOnDataLoss=false``, but records re-published to the new log are not skipped.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
@@ -54,6 +66,9 @@ KAFKA_SCHEMA = ("key binary, value binary, topic string, partition int, offset l
                 "timestampType int, headers array<struct<key:string,value:binary>>")
 
 Offsets = dict[str, dict[str, int]]
+T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 
 def _arrow_schema() -> Any:
@@ -90,61 +105,230 @@ def _consumer(conf: dict[str, Any], **extra: Any) -> Any:
     return Consumer(base)
 
 
-def read_range(rng: KafkaRange, batch_rows: int = 10_000) -> Iterator[Any]:
-    """Read ``[rng.start, rng.end)`` of one partition as Arrow record batches (executor side).
+def _chunk_message(m: Any) -> Any:
+    """A confluent-kafka message as :class:`producers.chunking.Message` (``extra`` = the timestamp type)."""
+    from producers.chunking import Message
+
+    return Message.from_kafka(m)
+
+
+class _RangeRows:
+    """The Arrow columns of one range's output, filled in the order messages are resolved."""
+
+    def __init__(self, rng: KafkaRange, batch_rows: int) -> None:
+        self.rng = rng
+        self.batch_rows = batch_rows
+        self.schema = _arrow_schema()
+        self.cols: dict[str, list[Any]] = {n: [] for n in self.schema.names}
+
+    def append_kafka(self, m: Any, headers: Any) -> None:
+        """A confluent-kafka message as it is (the fast path: no chunk group involved)."""
+        ts_type, ts = m.timestamp()
+        self._push(m.key(), m.value(), m.offset(), ts if ts_type and ts >= 0 else None, ts_type, headers)
+
+    def append(self, msg: Any) -> None:
+        """A :class:`producers.chunking.Message` (reassembled, rejected or passed through)."""
+        self._push(msg.key, msg.value, msg.offset, msg.timestamp_ms, msg.extra, msg.headers)
+
+    def _push(self, key: Any, value: Any, offset: int, ts_ms: int | None, ts_type: int | None, headers: Any) -> None:
+        cols = self.cols
+        cols["key"].append(key)
+        cols["value"].append(value)
+        cols["topic"].append(self.rng.topic)
+        cols["partition"].append(self.rng.partition)
+        cols["offset"].append(offset)
+        cols["timestamp"].append(ts_ms * 1000 if ts_ms is not None else None)
+        cols["timestampType"].append(max(ts_type - 1, 0) if ts_type else 0)
+        cols["headers"].append([{"key": k, "value": v} for k, v in headers] if headers else [])
+
+    def take(self, final: bool = False) -> Any:
+        """A record batch when ``batch_rows`` rows are waiting (or any, when ``final``), else None."""
+        import pyarrow as pa
+
+        n = len(self.cols["offset"])
+        if not n or (n < self.batch_rows and not final):
+            return None
+        batch = pa.RecordBatch.from_pydict(self.cols, schema=self.schema)
+        self.cols = {name: [] for name in self.schema.names}
+        return batch
+
+
+class _ChunkRouter:
+    """What of a reassembler's output belongs to the range ``[start, end)``.
+
+    A chunk group belongs to the range holding its chunk 0. Orphan chunks of groups never seen in
+    this range (their chunk 0 may lie before ``start``, handled by the previous range) are held back
+    for :func:`_resolve_orphans`.
+    """
+
+    def __init__(self, rng: KafkaRange, rows: _RangeRows) -> None:
+        self.rng = rng
+        self.rows = rows
+        self.unresolved: dict[int, Any] = {}
+
+    def route(self, items: list[Any]) -> None:
+        from producers.chunking import ChunkFailure
+
+        for item in items:
+            if not self.rng.start <= item.offset < self.rng.end:
+                continue  # read ahead: the next range's
+            if isinstance(item, ChunkFailure):
+                if item.unknown_group:
+                    self.unresolved[item.offset] = item
+                else:
+                    self.rows.append(item.as_message())
+            else:
+                self.rows.append(item)
+
+
+def _range_messages(consumer: Any, rng: KafkaRange, batch_rows: int, leftover: list[Any]) -> Iterator[Any]:
+    """confluent-kafka messages of ``[rng.start, rng.end)`` in log order; those past the end go to ``leftover``.
 
     Raises ``TimeoutError`` when no record arrives for ``poll_timeout_ms`` (the broker lost data,
     or the range was planned past the log end): failing the batch is safer than skipping offsets.
     """
-    import pyarrow as pa
-    from confluent_kafka import KafkaError, TopicPartition
+    from confluent_kafka import KafkaError
 
-    if rng.end <= rng.start:
-        return
-    schema = _arrow_schema()
+    last = rng.start - 1
+    deadline = time.monotonic() + rng.poll_timeout_ms / 1000
+    while last < rng.end - 1:
+        msgs = consumer.consume(num_messages=min(batch_rows, rng.end - 1 - last), timeout=0.5)
+        if not msgs:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{rng.topic}[{rng.partition}]: no record after offset {last} "
+                                   f"within {rng.poll_timeout_ms} ms (planned end {rng.end})")
+            continue
+        deadline = time.monotonic() + rng.poll_timeout_ms / 1000
+        for m in msgs:
+            err = m.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise RuntimeError(f"{rng.topic}[{rng.partition}]: {err}")
+            if m.offset() >= rng.end or last >= rng.end - 1:
+                last = rng.end - 1
+                leftover.append(m)
+                continue
+            last = m.offset()
+            yield m
+
+
+def _read_ahead(consumer: Any, rng: KafkaRange, reassembler: Any, router: _ChunkRouter, leftover: list[Any],
+                timeout_seconds: float) -> None:
+    """Read past ``rng.end`` until every chunk group anchored in the range is closed.
+
+    The reassembler closes a group when it completes, when a message's broker timestamp is more
+    than the timeout after its chunk 0's, or at its span bounds. At the log end the reader waits
+    up to ``timeout_seconds`` of wall time (less once the wall clock is past chunk 0's timestamp
+    plus the timeout), then gives the group up as ``chunk.incomplete``.
+    """
+    pending = list(leftover)
+    idle_since = time.monotonic()
+    while any(a < rng.end for a in reassembler.open_anchors()):
+        if not pending:
+            pending = [m for m in consumer.consume(num_messages=500, timeout=0.5) if m.error() is None]
+        if pending:
+            for m in pending:
+                router.route(reassembler.add(_chunk_message(m)))
+            pending = []
+            idle_since = time.monotonic()
+            continue
+        ts0 = reassembler.oldest_open_timestamp_ms(before_offset=rng.end)
+        overdue = ts0 is not None and time.time() * 1000 > ts0 + timeout_seconds * 1000
+        if overdue or time.monotonic() - idle_since >= timeout_seconds:
+            router.route(reassembler.give_up(f"the log ended and no further chunk came within "
+                                             f"{timeout_seconds:g}s", before_offset=rng.end))
+
+
+def _resolve_orphans(rng: KafkaRange, router: _ChunkRouter, timeout_seconds: float, look_back: int) -> None:
+    """Decide the orphan chunks of the range by replaying the log from ``look_back`` offsets before it.
+
+    A fresh reassembler reads ``[start - look_back, last orphan]``: an orphan it absorbs into a group
+    anchored before ``start`` was that range's (skipped here); one it still reports as an orphan
+    (chunk 0 not found, or the group already closed) goes out as a ``chunk.orphan`` row.
+    """
+    from confluent_kafka import TopicPartition
+
+    from producers.chunking import ChunkFailure, ChunkReassembler
+
+    replay = ChunkReassembler(int(timeout_seconds * 1000))
+    last = max(router.unresolved)
     conf = json.loads(rng.conf_json)
     consumer = _consumer(conf, **{"queued.max.messages.kbytes": 65536, "fetch.max.bytes": 52428800})
+    orphans: dict[int, Any] = {}
     try:
-        consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
-        cols: dict[str, list[Any]] = {n: [] for n in schema.names}
-        last = rng.start - 1
+        consumer.assign([TopicPartition(rng.topic, rng.partition, max(rng.start - look_back, 0))])
         deadline = time.monotonic() + rng.poll_timeout_ms / 1000
-        while last < rng.end - 1:
-            msgs = consumer.consume(num_messages=min(batch_rows, rng.end - 1 - last), timeout=0.5)
+        at = -1
+        while at < last:
+            msgs = [m for m in consumer.consume(num_messages=500, timeout=0.5) if m.error() is None]
             if not msgs:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"{rng.topic}[{rng.partition}]: no record after offset {last} "
-                                       f"within {rng.poll_timeout_ms} ms (planned end {rng.end})")
+                    raise TimeoutError(f"{rng.topic}[{rng.partition}]: look-back for chunk groups stalled after "
+                                       f"offset {at} (needed up to {last})")
                 continue
             deadline = time.monotonic() + rng.poll_timeout_ms / 1000
             for m in msgs:
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise RuntimeError(f"{rng.topic}[{rng.partition}]: {err}")
-                off = m.offset()
-                if off >= rng.end:
-                    last = rng.end - 1
+                at = m.offset()
+                if at > last:
                     break
-                last = off
-                ts_type, ts = m.timestamp()
-                cols["key"].append(m.key())
-                cols["value"].append(m.value())
-                cols["topic"].append(rng.topic)
-                cols["partition"].append(rng.partition)
-                cols["offset"].append(off)
-                cols["timestamp"].append(ts * 1000 if ts_type and ts >= 0 else None)
-                cols["timestampType"].append(max(ts_type - 1, 0) if ts_type else 0)
-                hdrs = m.headers()
-                cols["headers"].append([{"key": k, "value": v} for k, v in hdrs] if hdrs else [])
-            if len(cols["offset"]) >= batch_rows:
-                yield pa.RecordBatch.from_pydict(cols, schema=schema)
-                cols = {n: [] for n in schema.names}
-        if cols["offset"]:
-            yield pa.RecordBatch.from_pydict(cols, schema=schema)
+                for item in replay.add(_chunk_message(m)):
+                    if isinstance(item, ChunkFailure) and item.offset in router.unresolved:
+                        orphans[item.offset] = item
     finally:
         consumer.close()
+    for off in sorted(router.unresolved):
+        if off in orphans:
+            router.rows.append(router.unresolved[off].as_message())
+
+
+def read_range(rng: KafkaRange, batch_rows: int = 10_000, chunk_timeout_seconds: float = 60.0,
+               look_back: int | None = None) -> Iterator[Any]:
+    """Read ``[rng.start, rng.end)`` of one partition as Arrow record batches (executor side).
+
+    Chunked messages (:mod:`producers.chunking`) are reassembled: a group belongs to the range
+    holding its chunk 0 and goes out as one row with chunk 0's offset, key, timestamp and original
+    headers; the reader reads past ``rng.end`` until such a group closes (:func:`_read_ahead`).
+    Chunks whose group lies before ``rng.start`` are checked against the log there
+    (:func:`_resolve_orphans`, ``look_back`` offsets, default the reassembler's span bound). A group
+    that cannot be reassembled goes out as one row: its first chunk's bytes with a
+    ``lineage.chunk.error`` header, which the decoder turns into a dead-letter row.
+
+    Raises ``TimeoutError`` when no record arrives for ``poll_timeout_ms`` (the broker lost data,
+    or the range was planned past the log end): failing the batch is safer than skipping offsets.
+    """
+    from confluent_kafka import TopicPartition
+
+    from producers.chunking import DEFAULT_MAX_SPAN_MESSAGES, ChunkReassembler, is_chunk
+
+    if rng.end <= rng.start:
+        return
+    rows = _RangeRows(rng, batch_rows)
+    router = _ChunkRouter(rng, rows)
+    reassembler = ChunkReassembler(int(chunk_timeout_seconds * 1000))
+    consumer = _consumer(json.loads(rng.conf_json), **{"queued.max.messages.kbytes": 65536,
+                                                      "fetch.max.bytes": 52428800})
+    try:
+        consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
+        leftover: list[Any] = []
+        for m in _range_messages(consumer, rng, batch_rows, leftover):
+            headers = m.headers()
+            if reassembler.idle and not (headers and is_chunk(headers)):
+                rows.append_kafka(m, headers)
+            else:
+                router.route(reassembler.add(_chunk_message(m)))
+            batch = rows.take()
+            if batch is not None:
+                yield batch
+        _read_ahead(consumer, rng, reassembler, router, leftover, chunk_timeout_seconds)
+    finally:
+        consumer.close()
+    if router.unresolved:
+        _resolve_orphans(rng, router, chunk_timeout_seconds,
+                         DEFAULT_MAX_SPAN_MESSAGES if look_back is None else look_back)
+    batch = rows.take(final=True)
+    if batch is not None:
+        yield batch
 
 
 class HighWatermarkProbe:
@@ -154,13 +338,39 @@ class HighWatermarkProbe:
         self.conf = conf
         self.wait_seconds = wait_seconds
         self._consumer: Any = None
+        self._admin: Any = None
+        #: ``{tp: end}`` of the last :meth:`ends` for partitions a record was actually fetched from
+        self.fetched: dict[tuple[str, int], int] = {}
+
+    def topic_ids(self, topics: list[str]) -> dict[str, str | None]:
+        """``{topic: id}`` of the existing ``topics`` (None: the broker reports no topic ids); missing ones left out."""
+        from confluent_kafka import KafkaError, KafkaException, TopicCollection
+        from confluent_kafka.admin import AdminClient
+
+        if not topics:
+            return {}
+        if self._admin is None:
+            self._admin = AdminClient({**self.conf, "log_level": 0})
+        out: dict[str, str | None] = {}
+        for topic, fut in self._admin.describe_topics(TopicCollection(sorted(set(topics))),
+                                                      request_timeout=10).items():
+            try:
+                desc = fut.result(timeout=15)
+            except KafkaException as exc:
+                if exc.args and exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    continue
+                raise
+            tid = str(desc.topic_id) if getattr(desc, "topic_id", None) is not None else ""
+            out[topic] = None if not tid or tid.strip("A=") == "" else tid  # all-zero Uuid: not supported
+        return out
 
     @property
     def consumer(self) -> Any:
         if self._consumer is None:
             # one record batch per partition is enough: the response's high watermark is what we want
             self._consumer = _consumer(self.conf, **{"max.partition.fetch.bytes": 1,
-                                                     "queued.max.messages.kbytes": 1024})
+                                                     "queued.max.messages.kbytes": 1024,
+                                                     "log_level": 0})  # outages surface as exceptions
         return self._consumer
 
     def partitions(self, topics: list[str] | None, pattern: str | None) -> list[tuple[str, int]]:
@@ -203,8 +413,11 @@ class HighWatermarkProbe:
             for m in c.consume(num_messages=1000, timeout=0.05):
                 if m.error() is None:
                     pending.discard((m.topic(), m.partition()))
+        self.fetched = {}
         for tp in probe:
             _lo, hi = c.get_watermark_offsets(TopicPartition(*tp), cached=True)
+            if hi is not None and hi >= 0 and tp not in pending:
+                self.fetched[tp] = hi  # from a fetch response: the log end, even if below ``known``
             if hi is not None and hi > result[tp]:
                 result[tp] = hi
         c.unassign()
@@ -214,17 +427,32 @@ class HighWatermarkProbe:
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
+        self._admin = None
 
 
-def _to_offsets(d: dict[tuple[str, int], int]) -> Offsets:
-    out: Offsets = {}
+#: Keys of the offset JSON that are not topics ("$" is not allowed in a Kafka topic name):
+#: ``$ids`` {topic: topic id}, ``$from`` / ``$reset`` {topic: {partition: offset}} (see the module docs).
+META_KEYS = ("$ids", "$from", "$reset")
+
+
+def _to_offsets(d: dict[tuple[str, int], int], **meta: Any) -> Offsets:
+    out: dict[str, Any] = {}
     for (t, p), off in sorted(d.items()):
         out.setdefault(t, {})[str(p)] = int(off)
+    for key, value in sorted(meta.items()):  # ids={topic: id}; from= / reset={(topic, partition): offset}
+        if value:
+            out[f"${key}"] = dict(sorted(value.items())) if key == "ids" else _to_offsets(value)
     return out
 
 
 def _from_offsets(o: Offsets) -> dict[tuple[str, int], int]:
-    return {(t, int(p)): int(off) for t, parts in (o or {}).items() for p, off in parts.items()}
+    return {(t, int(p)): int(off) for t, parts in (o or {}).items() if not t.startswith("$")
+            for p, off in parts.items()}
+
+
+def _offset_ids(o: dict | None) -> dict[str, str | None]:
+    """The ``$ids`` of an offset JSON (``{}`` for one written before topic ids were recorded)."""
+    return dict((o or {}).get("$ids") or {})
 
 
 def plan_end_offsets(start: dict[tuple[str, int], int], latest: dict[tuple[str, int], int],
@@ -260,9 +488,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.starting = opts.get("startingoffsets", "earliest")
         self.max_rows = int(opts["maxoffsetspertrigger"]) if opts.get("maxoffsetspertrigger") else None
         self.poll_timeout_ms = int(opts.get("polltimeoutms", "120000"))
+        self.chunk_timeout_seconds = float(opts.get("chunktimeoutseconds", "60"))  # see read_range
+        #: how long the driver's offset probe waits out an unreachable broker before the query fails
+        self.probe_retry_seconds = float(opts.get("proberetryseconds", "15"))
         self._probe: HighWatermarkProbe | None = None
         self._known: dict[tuple[str, int], int] = {}
         self._target: dict[tuple[str, int], int] | None = None
+        self._ids: dict[str, str | None] = {}  # topic ids as the last plan saw them (this process)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -275,19 +507,47 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._probe = HighWatermarkProbe(self.conf)
         return self._probe
 
-    def _latest(self) -> dict[tuple[str, int], int]:
-        tps = self.probe.partitions(self.topics, self.pattern)
+    def _wait_briefly(self, what: str, fn: Callable[[], T]) -> T:
+        """``fn()``, retried with backoff while the broker is unreachable, for ``probe_retry_seconds``.
+
+        A short blip does not fail the query; a longer outage does, and the runner's supervisor
+        (:func:`stream_processor.runner.run_processor`) waits for the broker and restarts it.
+        """
+        from confluent_kafka import KafkaException
+
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            try:
+                return fn()
+            except KafkaException as exc:
+                elapsed = time.monotonic() - started
+                if elapsed >= self.probe_retry_seconds:
+                    raise
+                delay = min(0.5 * 2 ** attempt, 4.0, max(self.probe_retry_seconds - elapsed, 0.1))
+                log.warning("waiting for Kafka at %s: %s, retry in %.1fs (%s)", self.conf.get("bootstrap.servers"),
+                            exc, delay, what)
+                attempt += 1
+                time.sleep(delay)
+
+    def _latest(self, tps: list[tuple[str, int]] | None = None) -> dict[tuple[str, int], int]:
+        tps = self.probe.partitions(self.topics, self.pattern) if tps is None else tps
         ends = self.probe.ends(tps, self._known)
         for tp, off in ends.items():
             self._known[tp] = max(self._known.get(tp, 0), off)
         return ends
 
     def initialOffset(self) -> dict:
+        return self._wait_briefly("initial offsets", self._initial)
+
+    def _initial(self) -> dict:
         tps = self.probe.partitions(self.topics, self.pattern)
+        self._ids = self.probe.topic_ids(sorted({t for t, _ in tps}))
+        ids = {t: v for t, v in self._ids.items() if v}
         if self.starting == "latest":
-            return _to_offsets(self._latest())
+            return _to_offsets(self._latest(tps), ids=ids)
         if self.starting == "earliest":
-            return _to_offsets({tp: self.probe.low(tp) for tp in tps})
+            return _to_offsets({tp: self.probe.low(tp) for tp in tps}, ids=ids)
         given = json.loads(self.starting)
         out: dict[tuple[str, int], int] = {}
         latest = None
@@ -299,7 +559,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             elif off == -2:
                 off = self.probe.low(tp)
             out[tp] = off
-        return _to_offsets(out)
+        return _to_offsets(out, ids=ids)
 
     def getDefaultReadLimit(self) -> Any:
         if self.max_rows and ReadMaxRows is not None:
@@ -310,30 +570,64 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = self._latest()
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        return self._wait_briefly("plan the next batch", lambda: self._plan(start, limit))
+
+    def _plan(self, start: dict | None, limit: Any) -> dict:
         begin = _from_offsets(start or {})
+        old_ids = _offset_ids(start)
+        tps = self.probe.partitions(self.topics, self.pattern)
+        ids = self.probe.topic_ids(sorted({t for t, _ in tps}))
+        recreated = sorted(t for t, tid in ids.items() if tid and old_ids.get(t) and old_ids[t] != tid)
+        reset: dict[tuple[str, int], int] = {}
+        for tp in [tp for tp in begin if tp[0] in recreated]:  # a new log: the old offsets mean nothing there
+            reset[tp] = begin.pop(tp)
+            self._known.pop(tp, None)
         for tp, off in begin.items():
             self._known[tp] = max(self._known.get(tp, 0), off)
-        latest = dict(self._target) if self._target is not None else self._latest()
-        for tp in latest:  # a partition that appeared after start begins at its low watermark
-            begin.setdefault(tp, self.probe.low(tp))
+        latest = dict(self._target) if self._target is not None else self._latest(tps)
+        if self._target is None:  # no topic ids to compare: a log end below the checkpoint means a new log
+            for tp in [tp for tp in begin if not (ids.get(tp[0]) and old_ids.get(tp[0]))]:
+                fetched = self.probe.fetched.get(tp)
+                if fetched is not None and fetched < begin[tp] and tp in latest:
+                    reset[tp] = begin.pop(tp)
+                    self._known[tp] = latest[tp] = fetched
+        starts = {tp: self.probe.low(tp) for tp in latest if tp not in begin}  # new partitions and resets
+        for tp, old in sorted(reset.items()):
+            why = (f"topic {tp[0]!r} was recreated (id {old_ids.get(tp[0])} -> {ids.get(tp[0])})"
+                   if tp[0] in recreated else f"its log ends at {latest.get(tp)}, below the checkpointed offset")
+            log.warning("%s[%d]: %s; reading it again from offset %d instead of %d (records of the old log "
+                        "that were not processed are lost unless re-published)", tp[0], tp[1], why,
+                        starts.get(tp, 0), old)
+        self._ids = {**{t: v for t, v in old_ids.items() if t not in ids}, **{t: v for t, v in ids.items() if v}}
         max_rows = None
         if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
             max_rows = limit.max_rows
         elif limit is None:
             max_rows = self.max_rows
-        return _to_offsets(plan_end_offsets(begin, latest, max_rows))
+        ends = plan_end_offsets({**begin, **starts}, latest, max_rows)
+        return _to_offsets(ends, ids=self._ids, **{"from": starts, "reset": reset})
 
     def reportLatestOffset(self) -> dict | None:
         return _to_offsets(self._known) if self._known else None
 
     def partitions(self, start: dict, end: dict) -> list[KafkaRange]:
         begin, finish = _from_offsets(start), _from_offsets(end)
+        begin.update(_from_offsets(end.get("$from") or {}))  # new partitions, logs read again (recreated topic)
+        planned = {t: v for t, v in _offset_ids(end).items() if v}
+        stale: set[str] = set()
+        if planned and any(self._ids.get(t) != v for t, v in planned.items()):  # planned by another process
+            now = self._wait_briefly("check topic ids", lambda: self.probe.topic_ids(sorted(planned)))
+            stale = {t for t, v in planned.items() if now.get(t) != v}
+            for t in sorted(stale):
+                lost = {p: (begin.get((tt, p), 0), e) for (tt, p), e in finish.items() if tt == t}
+                log.warning("topic %r is not the log this batch was planned against (id %s, now %s): its "
+                            "ranges %s are gone with the old log and are not read", t, planned[t], now.get(t), lost)
         conf_json = json.dumps(self.conf)
         return [KafkaRange(t, p, begin.get((t, p), 0), e, conf_json, self.poll_timeout_ms)
-                for (t, p), e in sorted(finish.items()) if e > begin.get((t, p), 0)]
+                for (t, p), e in sorted(finish.items()) if e > begin.get((t, p), 0) and t not in stale]
 
     def read(self, partition: KafkaRange) -> Iterator[Any]:  # type: ignore[override]
-        yield from read_range(partition)
+        yield from read_range(partition, chunk_timeout_seconds=self.chunk_timeout_seconds)
 
     def commit(self, end: dict) -> None:
         return None

@@ -78,6 +78,9 @@ class ProcessorSettings(KafkaSecurity, BaseSettings):
     postgres_retry_initial_seconds: float = Field(default=0.5, gt=0)
     #: ``LINEAGE_POSTGRES_RETRY_MAX_INTERVAL_SECONDS``: cap of one backoff delay (seconds).
     postgres_retry_max_interval_seconds: float = Field(default=15.0, gt=0)
+    #: ``LINEAGE_CHUNK_TIMEOUT_SECONDS``: how long (broker time, or wall time at the log end) a message split
+    #: into chunks by its producer may stay incomplete before it goes to the DLQ as ``chunk.incomplete`` (seconds).
+    chunk_timeout_seconds: float = Field(default=60.0, gt=0)
     # SASL/SSL fields (LINEAGE_SECURITY_PROTOCOL, LINEAGE_SASL_*, LINEAGE_SSL_*): schemas.kafka_security.
 
     @field_validator("starting_offsets")
@@ -108,7 +111,9 @@ class ProcessorSettings(KafkaSecurity, BaseSettings):
         source speaks the Java client's names; SASL there wants ``kafka.sasl.jaas.config`` in
         ``kafka_extra``.)
         """
-        return {f"kafka.{k}": str(v) for k, v in self.kafka_config().items() if k != "bootstrap.servers"}
+        options = {f"kafka.{k}": str(v) for k, v in self.kafka_config().items() if k != "bootstrap.servers"}
+        options["chunkTimeoutSeconds"] = str(self.chunk_timeout_seconds)
+        return options
 
     def retry_policy(self) -> Any:
         """The :class:`~stream_processor.retry.BackoffPolicy` of the sink's PostgreSQL retries."""
