@@ -9,7 +9,10 @@ Counts from the executors come back to the driver as a few aggregate rows per ba
 - ``lineage_duplicates_dropped_total{stage="state"|"sink"}``: state = Spark's
   ``numDroppedDuplicateRows`` of the dedupe operator, sink = ``BatchResult.duplicates``;
 - ``lineage_end_to_end_latency_seconds``: commit time - Kafka record timestamp (10 ms buckets);
-- ``lineage_consumer_lag_records{topic,partition}``: latest offset - end offset of the last batch.
+- ``lineage_consumer_lag_records{topic,partition}``: latest offset - end offset of the last batch;
+- ``lineage_source_offset_resets_total{topic,partition}``: partitions the ``lineage_kafka`` source read
+  again from their low watermark because the topic was recreated (the broker lost its log): the
+  ``$reset`` entry of a batch's end offset (stream_processor/kafka_source.py).
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ class ProcessorMetrics:
         self.terminated = Counter("lineage_query_terminated_total", "Query terminations", ["error"], registry=r)
         for error in ("true", "false"):  # exported at 0 from the start, so alert rules always have a series
             self.terminated.labels(error)
+        self.offset_resets = Counter("lineage_source_offset_resets_total", "Partitions read again from their "
+                                     "low watermark (topic recreated, log lost)", ["topic", "partition"], registry=r)
         self.totals: dict[str, float] = {"consumed": 0, "rejected": 0, "state_duplicates": 0, "sink_duplicates": 0,
                                          "batches": 0, "lag": 0}
 
@@ -117,6 +122,9 @@ class ProcessorMetrics:
                     lag = max(int(off) - int((end.get(topic) or {}).get(part, off)), 0)
                     self.lag.labels(topic, part).set(lag)
                     total_lag += lag
+            for topic, parts in ((end or {}).get("$reset") or {}).items():
+                for part in parts:
+                    self.offset_resets.labels(topic, part).inc()
         self.totals["lag"] = total_lag
 
     def status_line(self) -> str:

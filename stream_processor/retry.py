@@ -17,6 +17,12 @@ While it waits it logs ``waiting for PostgreSQL at host:port: <error>, retry in 
 ``lineage_waiting_for{dependency="postgres"}`` to 1 (0 again when the step succeeds); each retry
 increments ``lineage_sink_retries_total{dependency="postgres",step=...}``. Passwords of the DSN
 never reach the log: messages go through :func:`redact`.
+
+Kafka: a batch that fails because the broker is unreachable is *not* retried inside
+``foreachBatch`` (the broker may come back with a different log; the source must re-plan), so
+:func:`is_postgres_unavailable` does not count a Kafka client error as a PostgreSQL outage. The
+query fails, and the runner's supervisor waits for the broker (:func:`probe_kafka`, the same
+backoff, ``lineage_waiting_for{dependency="kafka"}``) and restarts the query from its checkpoint.
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ from typing import Any, TypeVar
 from schemas.errors import LineageError
 
 __all__ = ["BackoffPolicy", "DependencyMetrics", "PostgresRetrier", "PostgresUnavailableError",
-           "RetryCancelled", "postgres_address", "redact", "is_postgres_unavailable"]
+           "RetryCancelled", "postgres_address", "redact", "is_postgres_unavailable", "is_kafka_error",
+           "probe_kafka"]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +56,10 @@ _UNAVAILABLE_MARKERS = (
 )
 #: Texts that mean a misconfiguration: waiting would not help.
 _FATAL_MARKERS = ("password authentication failed", "no pg_hba.conf entry", "role \"", "does not exist")
+#: Texts of a Kafka client failure (librdkafka / confluent-kafka, also inside a Spark job failure's message).
+_KAFKA_MARKERS = ("kafkaerror", "kafkaexception", "deliveryerror", "_transport", "_all_brokers_down",
+                  "_msg_timed_out", "message timed out", "_timed_out", "rdkafka", "not delivered within",
+                  "unknown_topic_or_part", "_unknown_topic", "_unknown_partition", "not_leader_for_partition")
 
 
 class PostgresUnavailableError(LineageError, ConnectionError):
@@ -147,9 +158,39 @@ def is_postgres_unavailable(exc: BaseException, dsn: str | None = None) -> bool:
         return False
     if any(isinstance(e, (psycopg.OperationalError, psycopg.InterfaceError)) for e in chain):
         return True
+    if is_kafka_error(exc) and (dsn is None or probe_postgres(dsn) is None):
+        return False  # the broker's "connection refused", not PostgreSQL's: the runner waits for Kafka
     if any(m in text for m in _UNAVAILABLE_MARKERS):
         return True
     return dsn is not None and probe_postgres(dsn) is not None
+
+
+def is_kafka_error(exc: BaseException) -> bool:
+    """True when ``exc`` (or a cause, or the text of a Spark job / query failure) is a Kafka client failure."""
+    chain = _chain(exc)
+    if any(type(e).__name__ in ("KafkaException", "KafkaError", "DeliveryError") for e in chain):
+        return True
+    text = " ".join(str(e) for e in chain).lower()
+    return any(m in text for m in _KAFKA_MARKERS)
+
+
+def probe_kafka(conf: dict[str, Any], topics: list[str] | tuple[str, ...] = (), timeout_seconds: float = 5.0
+                ) -> str | None:
+    """None when the broker answers a metadata request and every one of ``topics`` exists, else why not."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({**conf, "log_level": 0, "socket.connection.setup.timeout.ms": int(timeout_seconds * 1000)})
+    try:
+        md = admin.list_topics(timeout=timeout_seconds)
+    except KafkaException as exc:
+        err = exc.args[0] if exc.args else exc
+        return str(getattr(err, "str", lambda: err)())
+    missing = [t for t in topics if t not in md.topics or md.topics[t].error is not None
+               or not md.topics[t].partitions]
+    if missing:
+        return f"topic(s) {', '.join(missing)} do not exist (the broker lost them? recreate them)"
+    return None
 
 
 class DependencyMetrics:
@@ -166,6 +207,7 @@ class DependencyMetrics:
         self.waiting = Gauge("lineage_waiting_for", "1 while the processor waits for the dependency",
                              ["dependency"], registry=registry)
         self.waiting.labels("postgres").set(0)
+        self.waiting.labels("kafka").set(0)
 
     @classmethod
     def for_registry(cls, registry: Any = None) -> DependencyMetrics:

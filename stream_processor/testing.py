@@ -14,7 +14,7 @@ from typing import Any
 
 from .settings import ProcessorSettings
 
-__all__ = ["run_event", "produce", "test_settings", "StreamHarness"]
+__all__ = ["run_event", "produce", "test_settings", "StreamHarness", "process_command", "start_processor"]
 
 PRODUCER = "https://github.com/lineage-stream/lineage-stream/tests"
 SCHEMA_URL = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
@@ -74,6 +74,42 @@ def test_settings(bootstrap: str, topics: dict[str, str], dsn: str, checkpoint_d
 
 
 test_settings.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
+
+
+def process_command(bootstrap: str, topics: dict[str, str], dsn: str, work: Any, *extra: str,
+                    max_offsets_per_trigger: int = 300) -> list[str]:
+    """``python -m lineage process ...`` for one test: its topics, database, and checkpoint/Parquet/data under ``work``.
+
+    Fast triggers (0.5 s) and a 1 s recombination quiet period; ``extra`` flags come last (and win).
+    """
+    import sys
+    from pathlib import Path
+
+    work = Path(work)
+    return [sys.executable, "-m", "lineage", "process", "--bootstrap-servers", bootstrap,
+            "--postgres-dsn", dsn, "--checkpoint-dir", str(work / "ck"), "--parquet-dir", str(work / "pq"),
+            "--topic-events", topics["events"], "--topic-enriched", topics["enriched"],
+            "--topic-graph", topics["graph"], "--topic-dlq", topics["dlq"],
+            "--max-offsets-per-trigger", str(max_offsets_per_trigger), "--trigger-interval-seconds", "0.5",
+            "--recombine-quiet-seconds", "1", "--data-dir", str(work / "data"), *extra]
+
+
+def start_processor(bootstrap: str, topics: dict[str, str], dsn: str, work: Any, log_name: str, *extra: str,
+                    max_offsets_per_trigger: int = 300) -> Any:
+    """Start :func:`process_command` as a child in its own session (kill it with ``os.killpg``), output to ``work/log_name``."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    log = open(Path(work) / log_name, "wb")  # noqa: SIM115 - the child owns it
+    try:
+        return subprocess.Popen(process_command(bootstrap, topics, dsn, work, *extra,
+                                                max_offsets_per_trigger=max_offsets_per_trigger),
+                                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    finally:
+        log.close()  # the child has its own descriptor
 
 
 class StreamHarness:

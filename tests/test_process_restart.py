@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import psycopg
 import pytest
 
 from schemas.codec import encode_single_object
-from stream_processor.testing import produce, run_event
+from stream_processor.testing import produce, run_event, start_processor
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -26,15 +24,7 @@ def _count(dsn: str) -> tuple[int, int]:
 
 
 def _start(kafka_bootstrap, topic_names, pg_dsn, tmp_path, log_name, *extra):
-    cmd = [sys.executable, "-m", "lineage", "process", "--bootstrap-servers", kafka_bootstrap,
-           "--postgres-dsn", pg_dsn, "--checkpoint-dir", str(tmp_path / "ck"), "--parquet-dir", str(tmp_path / "pq"),
-           "--topic-events", topic_names["events"], "--topic-enriched", topic_names["enriched"],
-           "--topic-graph", topic_names["graph"], "--topic-dlq", topic_names["dlq"],
-           "--max-offsets-per-trigger", "300", "--trigger-interval-seconds", "0.5",
-           "--recombine-quiet-seconds", "1", "--data-dir", str(tmp_path / "data"), *extra]
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    log = open(tmp_path / log_name, "wb")  # noqa: SIM115
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    return start_processor(kafka_bootstrap, topic_names, pg_dsn, tmp_path, log_name, *extra)
 
 
 def test_sigkill_mid_stream_then_restart_gives_every_event_once(kafka_bootstrap, topic_names, pg_dsn, tmp_path):

@@ -12,7 +12,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -24,7 +23,7 @@ import pytest
 
 from schemas.codec import encode_single_object
 from sink.parquet import TABLES, ParquetGraphStore
-from stream_processor.testing import StreamHarness, produce, run_event, test_settings
+from stream_processor.testing import StreamHarness, produce, run_event, start_processor, test_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -46,15 +45,7 @@ def _count(dsn: str) -> int:
 
 def _start(bootstrap: str, topics: dict[str, str], dsn: str, work: Path, log_name: str, *extra: str
            ) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "lineage", "process", "--bootstrap-servers", bootstrap,
-           "--postgres-dsn", dsn, "--checkpoint-dir", str(work / "ck"), "--parquet-dir", str(work / "pq"),
-           "--topic-events", topics["events"], "--topic-enriched", topics["enriched"],
-           "--topic-graph", topics["graph"], "--topic-dlq", topics["dlq"],
-           "--max-offsets-per-trigger", "200", "--trigger-interval-seconds", "0.5",
-           "--recombine-quiet-seconds", "1", "--data-dir", str(work / "data"), *extra]
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    log = open(work / log_name, "wb")  # noqa: SIM115 - the child owns it
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    return start_processor(bootstrap, topics, dsn, work, log_name, *extra, max_offsets_per_trigger=200)
 
 
 def _kill(proc: subprocess.Popen) -> None:
