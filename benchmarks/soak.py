@@ -187,7 +187,7 @@ def _stop_processor(proc: subprocess.Popen[bytes], grace_seconds: float = 60.0) 
 
 
 def run_soak(duration_seconds: float, rate: float, sample_seconds: float, work_dir: Path,
-             trigger_interval_seconds: float = 1.0, seed: int = 0,
+             trigger_interval_seconds: float = 1.0, seed: int = 0, dedupe_window_seconds: float = 3600.0,
              startup_timeout_seconds: float = 300.0, say: Any = print) -> dict[str, Any]:
     """Run the soak; returns ``{"config", "samples", "verdicts", "published", ...}``."""
     from lineage.embedded.broker import EmbeddedBroker
@@ -204,7 +204,8 @@ def run_soak(duration_seconds: float, rate: float, sample_seconds: float, work_d
     publisher: threading.Thread | None = None
     result: dict[str, Any] = {"config": {"duration_seconds": duration_seconds, "rate": rate,
                                          "sample_seconds": sample_seconds,
-                                         "trigger_interval_seconds": trigger_interval_seconds},
+                                         "trigger_interval_seconds": trigger_interval_seconds,
+                                         "dedupe_window_seconds": dedupe_window_seconds},
                               "rule": GROWTH_RULE}
     try:
         dsn = pg.create_database("soak")
@@ -213,7 +214,8 @@ def run_soak(duration_seconds: float, rate: float, sample_seconds: float, work_d
         cmd = [sys.executable, "-m", "lineage", "process", "--bootstrap-servers", broker.bootstrap,
                "--postgres-dsn", dsn, "--parquet-dir", str(work_dir / "parquet"),
                "--checkpoint-dir", str(work_dir / "checkpoints"), "--metrics-port", str(port),
-               "--trigger-interval-seconds", str(trigger_interval_seconds), "--data-dir", str(work_dir)]
+               "--trigger-interval-seconds", str(trigger_interval_seconds), "--data-dir", str(work_dir),
+               "--dedupe-window-seconds", str(int(dedupe_window_seconds))]
         say(f"soak: broker {broker.bootstrap}, PostgreSQL {pg.host}:{pg.port}, processor log {log_path}")
         with open(log_path, "ab") as log_file:
             proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT,
@@ -298,8 +300,8 @@ def print_report(result: dict[str, Any]) -> None:
     print(f"\npublished: {result.get('published')}; publish error: {result.get('publish_error')}; "
           f"processor early exit: {result.get('processor_exit')}; "
           f"exit code after SIGTERM: {result.get('processor_stop_exit')}")
-    if result["config"]["duration_seconds"] < 3600:
-        print("note: a run shorter than the processor's dedupe window (--dedupe-window-seconds, default 3600 s) "
+    if result["config"]["duration_seconds"] < 2 * result["config"].get("dedupe_window_seconds", 3600):
+        print("note: a run shorter than twice the processor's dedupe window (--dedupe-window-seconds, default 3600 s) "
               "cannot tell bounded state from growth: dedupe state is only evicted after that window, and the "
               "first quarters include JVM/worker warm-up")
 
@@ -311,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample-seconds", type=float, default=10.0, help="sampling interval (default 10)")
     parser.add_argument("--trigger-interval-seconds", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dedupe-window-seconds", type=float, default=3600.0,
+                        help="the processor's dedupe window: a run several windows long shows whether state is bounded")
     parser.add_argument("--json", type=Path, default=None, help="write samples and verdicts here")
     parser.add_argument("--work-dir", type=Path, default=None, help="keep logs and data here (default: temp, removed)")
     args = parser.parse_args(argv)
@@ -319,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = run_soak(args.duration_seconds, args.rate, args.sample_seconds, work,
                           trigger_interval_seconds=args.trigger_interval_seconds, seed=args.seed,
+                          dedupe_window_seconds=args.dedupe_window_seconds,
                           say=lambda line: print(line, file=sys.stderr, flush=True))
     finally:
         if args.work_dir is None:
