@@ -67,6 +67,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.errors import EventValidationError
+from schemas.identity import canonical_json
 
 from . import ids
 from .model import StoredEvent
@@ -159,25 +160,12 @@ if _orjson is not None:
 else:  # pragma: no cover
     _dumps = _json_dumps
 
-#: The raw event's JSON text for ``lineage_events.payload`` (jsonb: key order does not matter).
-_payload = _dumps
-
-
-def _checked_payload(event: Mapping[str, Any]) -> str:
-    """``_payload(event)`` after :func:`check_storable`. orjson refuses lone surrogates and escapes every
-    control character, so its text only needs the ``\\u0000`` test; the json module's goes the full way."""
-    if _orjson is not None:
-        try:
-            payload = _orjson_dumps(event).decode("utf-8")
-        except _OrjsonError:
-            pass
-        else:
-            if "\\u0000" in payload:
-                check_storable(event, payload)
-            return payload
-    payload = _json_dumps(event)
-    check_storable(event, payload)
-    return payload
+def _event_text(stored: StoredEvent) -> str:
+    """``lineage_events.payload``: the canonical JSON text of the event (the text ``event_hash`` hashes),
+    taken from the caller when it has it, after :func:`check_storable`."""
+    text = stored.text if stored.text is not None else canonical_json(stored.event)
+    check_storable(stored.event, text)
+    return text
 
 
 def _obj(parent: Any, key: str) -> dict[str, Any]:
@@ -602,7 +590,7 @@ class _Deriver:
     def event(self, stored: StoredEvent) -> None:
         event = stored.event
         self.aliases = dict(self.known_aliases)     # the event's own symlinks only (module doc)
-        payload = _checked_payload(event)
+        payload = _event_text(stored)
         time = str(event.get("eventTime"))
         producer = event.get("producer")
         if producer:

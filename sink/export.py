@@ -302,7 +302,7 @@ def iter_events(conn: Any, as_of: datetime | None = None, page: int = 2000) -> I
         cur.itersize = page
         cur.execute(sql, {"t": as_of})
         for (payload,) in cur:
-            yield payload
+            yield json.loads(payload) if isinstance(payload, str) else payload  # text since migration 005
 
 
 def export(fmt: str, conn_or_dsn: Any, output: str | None = None, as_of: datetime | None = None,

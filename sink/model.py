@@ -15,13 +15,16 @@ class StoredEvent:
     ``event`` is the output of :func:`schemas.validate.validate_event`; ``event_hash`` is
     :func:`schemas.identity.event_hash` of it; ``source`` says where it came from
     (``topic[partition]@offset`` or ``path:line``); ``revision`` is the `$self`
-    recombination revision (0 for events that were not recombined).
+    recombination revision (0 for events that were not recombined); ``text`` is
+    :func:`schemas.identity.canonical_json` of ``event`` when the caller already has it (the stream
+    decoder does: it hashed that text), stored as ``lineage_events.payload`` without serialising again.
     """
 
     event: dict[str, Any]
     event_hash: str
     source: str = ""
     revision: int = 0
+    text: str | None = None
 
 
 @dataclass

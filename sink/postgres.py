@@ -3,7 +3,7 @@
 One batch is one transaction. ``write_batch`` = derive (sink/derive.py, pure) + COPY into the UNLOGGED
 ``stg_*`` tables tagged ``(batch_id, part)`` + :meth:`GraphStore.merge`, all on one connection in one
 transaction. Throughput (benchmarks/store_write_bench.py): the derivation is pipelined with the COPY of
-the raw events (the server parses their jsonb payloads while Python derives the next chunk), and the
+the raw events (the server stores their canonical JSON text while Python derives the next chunk), and the
 quality annotations are computed on a thread while the server runs the later merge statements. The streaming path splits it: :meth:`GraphStore.stage_partition` on executors (own
 connection, replaces its ``(batch_id, part)`` rows: task retries are idempotent), then
 :meth:`GraphStore.merge` on the driver.
@@ -545,8 +545,8 @@ class GraphStore:
         """Derive ``events`` and stage their rows as ``(batch_id, part)`` (caller's transaction).
 
         Pipelined: the events are derived :data:`_STREAM_EVENTS` at a time and the ``stg_events`` rows of
-        each chunk (the bulky jsonb payloads) are written to one open COPY before the next chunk is derived,
-        so the server parses and stores them on its core while Python derives on the other; then the
+        each chunk (the bulky payload texts) are written to one open COPY before the next chunk is derived,
+        so the server stores them on its core while Python derives on the other; then the
         reduced rows of the other tables are COPYed. Returns ``(rows, rows staged)``; ``timings`` gets
         ``derive`` (Python derivation) and ``stage`` (the rest).
         """

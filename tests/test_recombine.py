@@ -49,7 +49,7 @@ def test_parts_straddling_batches_then_a_late_part(spark, kafka_bootstrap, topic
         with psycopg.connect(pg_dsn) as conn:
             rows = conn.execute("SELECT revision, payload FROM lineage_events WHERE run_id = %s ORDER BY revision",
                                 (run_id,)).fetchall()
-        return [(r, sorted(o["name"] for o in p["outputs"])) for r, p in rows]
+        return [(r, sorted(o["name"] for o in json.loads(p)["outputs"])) for r, p in rows]
 
     with StreamHarness(spark, settings) as h:
         produce(kafka_bootstrap, topic_names["events"], [_part(run_id, "obj1:1"), encode_single_object(other)])

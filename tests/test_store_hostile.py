@@ -52,7 +52,7 @@ def test_hostile_names_stored_verbatim(store, pg_dsn):
         assert conn.execute("SELECT transformation->>'logic' FROM lineage_edges WHERE kind = 'dataset' LIMIT 1"
                             ).fetchone()[0] == "SELECT 1; DROP TABLE lineage_runs; -- \\\t\n"
         assert conn.execute("SELECT count(*) FROM lineage_runs").fetchone()[0] == 1
-        assert conn.execute("SELECT payload->'job'->>'name' FROM lineage_events").fetchone()[0] == "job;'\"\\\t"
+        assert conn.execute("SELECT payload::jsonb->'job'->>'name' FROM lineage_events").fetchone()[0] == "job;'\"\\\t"
 
 
 def test_nul_byte_event_rejected_others_stored(store, pg_dsn):
