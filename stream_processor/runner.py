@@ -196,14 +196,35 @@ def _watch(query: Any, stop: threading.Event, settings: ProcessorSettings, metri
     return "done" if stop.is_set() else "ended"
 
 
-def _stop_query(query: Any, writer: Any, outcome: str | None) -> None:
-    """Stop ``query`` promptly and wait for the writer's outstanding graph publication.
+#: On a requested stop, how long the running micro-batch may take to finish before the query is interrupted.
+STOP_GRACE_SECONDS = 30.0
 
-    When the query is stopped because Kafka is unreachable (``outcome == "kafka"``) that publication
-    is not awaited (it would only time out); it finishes or fails on its own thread.
+
+def _wait_for_trigger_end(query: Any, grace_seconds: float) -> None:
+    """Wait (at most ``grace_seconds``) until ``query`` runs no micro-batch, so that stopping it does not
+    interrupt a batch half-way (its data would be safe — checkpoint and idempotent sinks — but Spark prints
+    the interrupted batch's py4j tracebacks and the work is done twice)."""
+    deadline = time.monotonic() + grace_seconds
+    while query.isActive and time.monotonic() < deadline:
+        try:
+            if not query.status.get("isTriggerActive"):
+                return
+        except Exception:  # noqa: BLE001 - the query ended meanwhile (py4j error types)
+            return
+        time.sleep(0.1)
+
+
+def _stop_query(query: Any, writer: Any, outcome: str | None) -> None:
+    """Stop ``query`` and wait for the writer's outstanding graph publication.
+
+    A requested stop lets the running micro-batch finish first (up to :data:`STOP_GRACE_SECONDS`). When the
+    query is stopped because Kafka is unreachable (``outcome == "kafka"``) neither the batch nor the
+    publication is awaited (they would only time out); they finish or fail on their own threads.
     """
     writer.cancel()  # a batch waiting for PostgreSQL gives up (uncommitted) so that the stop is prompt
     failed = not query.isActive and query.exception() is not None
+    if query.isActive and outcome != "kafka":
+        _wait_for_trigger_end(query, STOP_GRACE_SECONDS)
     if query.isActive:
         query.stop()
     if outcome == "kafka":
