@@ -26,7 +26,9 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["recombine_self_parts", "merge_parts", "RECOMBINED_SCHEMA", "STATE_SCHEMA", "group_key_column"]
+__all__ = ["recombine_self_parts", "merge_parts", "RECOMBINED_SCHEMA", "STATE_SCHEMA", "group_key_column",
+           "recombine_group", "recombine_self_parts_batch", "plain_rows_batch", "self_parts_batch",
+           "self_group_key"]
 
 # pyspark's worker concatenates our per-group frames; pandas 2.3 warns about all-NA columns there.
 warnings.filterwarnings("ignore", category=FutureWarning, message="The behavior of DataFrame concatenation")
@@ -148,3 +150,59 @@ def recombine_self_parts(df: Any, quiet_seconds: float, state_ttl_seconds: float
               .groupBy("group_key")
               .applyInPandasWithState(func, RECOMBINED_SCHEMA, STATE_SCHEMA, "append",
                                       GroupStateTimeout.ProcessingTimeTimeout))
+
+
+# -- batch mode (`lineage load`) -------------------------------------------------------------------------
+
+
+def self_group_key(row: Any) -> str | None:
+    """:func:`group_key_column` of a decoded row as a dict: its `$self` group, None for a plain row."""
+    if not (row.get("has_self") and row.get("status") == "ok"):
+        return None
+    return "\x1f".join(str(v) for v in ("self", row.get("run_id"), row.get("event_type")) if v is not None)
+
+
+def recombine_group(key: tuple[str], pdf: pd.DataFrame) -> pd.DataFrame:
+    """Batch mode's per-group function (``applyInPandas``; ``lineage load --engine local`` calls it too).
+
+    Every part of a group is in ``pdf`` at once, so a `$self` group is emitted once, as the stream
+    emits it after its quiet period (:func:`_emit`, revision 1, ``parts`` = the parts merged); a
+    plain group passes through with revision 0, as in the stream.
+    """
+    if not key[0].startswith("self\x1f"):
+        out = pdf.drop(columns=[c for c in pdf.columns if c not in _COLUMNS])
+        out["revision"] = 0
+        out["parts"] = 1
+        return out[_COLUMNS]
+    parts: dict[str, dict[str, Any]] = {}
+    for _, row in pdf.iterrows():
+        parts.setdefault(row["event_hash"], _part_of(row))
+    return _emit(list(parts.values()), 1, len(parts))
+
+
+def recombine_self_parts_batch(df: Any) -> Any:
+    """The batch variant of :func:`recombine_self_parts` (same ``RECOMBINED_SCHEMA`` rows, no state):
+    :func:`plain_rows_batch` and :func:`self_parts_batch` of ``df``, in one DataFrame."""
+    return plain_rows_batch(df).unionByName(self_parts_batch(df))
+
+
+def _is_self() -> Any:
+    from pyspark.sql import functions as F
+
+    return F.coalesce(F.col("has_self") & (F.col("status") == "ok"), F.lit(False))
+
+
+def plain_rows_batch(df: Any) -> Any:
+    """The rows of ``df`` that are no `$self` part with ``revision = 0, parts = 1``, as the stream's plain
+    buckets emit them (without the shuffle: a plain row is its own group)."""
+    from pyspark.sql import functions as F
+
+    decoded = [c for c in _COLUMNS if c not in ("revision", "parts")]
+    return df.filter(~_is_self()).select(*decoded, F.lit(0).cast("int").alias("revision"),
+                                         F.lit(1).cast("int").alias("parts"))
+
+
+def self_parts_batch(df: Any) -> Any:
+    """The `$self` parts of ``df`` grouped by the stream's key and merged by :func:`recombine_group`."""
+    return (df.filter(_is_self()).withColumn("group_key", group_key_column())
+              .groupBy("group_key").applyInPandas(recombine_group, RECOMBINED_SCHEMA))
