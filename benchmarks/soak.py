@@ -218,8 +218,10 @@ def run_soak(duration_seconds: float, rate: float, sample_seconds: float, work_d
                "--dedupe-window-seconds", str(int(dedupe_window_seconds))]
         say(f"soak: broker {broker.bootstrap}, PostgreSQL {pg.host}:{pg.port}, processor log {log_path}")
         with open(log_path, "ab") as log_file:
+            # the `$self` state's TTL follows the dedupe window, so both kinds of state turn over in the run
+            env = {**os.environ, "LINEAGE_RECOMBINE_STATE_TTL_SECONDS": str(int(dedupe_window_seconds))}
             proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+                                    stdin=subprocess.DEVNULL, start_new_session=True, env=env)
         deadline = time.monotonic() + startup_timeout_seconds
         while scrape_metrics(port, 2.0) is None:
             if proc.poll() is not None:
@@ -314,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trigger-interval-seconds", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dedupe-window-seconds", type=float, default=3600.0,
-                        help="the processor's dedupe window: a run several windows long shows whether state is bounded")
+                        help="the processor's dedupe window and `$self` state TTL: a run several windows long shows "
+                             "whether state is bounded")
     parser.add_argument("--json", type=Path, default=None, help="write samples and verdicts here")
     parser.add_argument("--work-dir", type=Path, default=None, help="keep logs and data here (default: temp, removed)")
     args = parser.parse_args(argv)
