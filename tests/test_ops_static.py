@@ -39,7 +39,7 @@ def test_promtool_accepts_rules() -> None:
     result = subprocess.run([_promtool(), "check", "rules", str(OPS / "prometheus" / "alerts.yml")],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "6 rules found" in result.stdout
+    assert "7 rules found" in result.stdout
 
 
 def test_promtool_accepts_scrape_config(tmp_path: Path) -> None:
