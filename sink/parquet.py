@@ -179,10 +179,12 @@ def table_rows(conn: Any, table: ParquetTable, where: str, params: dict[str, Any
         arrays = [pa.array([], type=typ) for _, _, typ in table.columns]
         result = pa.Table.from_arrays(arrays, names=names)
     else:
+        size = buf.tell()
         buf.seek(0)
         result = pacsv.read_csv(
             buf,
-            read_options=pacsv.ReadOptions(column_names=names),
+            # one block for the whole export: a row (a 20,000-field dataset) can be larger than the 1 MB default
+            read_options=pacsv.ReadOptions(column_names=names, block_size=max(1 << 20, size + 1)),
             parse_options=pacsv.ParseOptions(newlines_in_values=True),
             convert_options=pacsv.ConvertOptions(column_types=types, strings_can_be_null=True,
                                                  quoted_strings_can_be_null=False,

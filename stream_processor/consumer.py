@@ -28,7 +28,13 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class EnrichedRecord:
-    """One record of ``openlineage.events.enriched``; ``event`` is the parsed canonical event."""
+    """One record of ``openlineage.events.enriched``; ``event`` is the parsed canonical event.
+
+    ``quality``: list of WIA §4 objects, one per output dataset version with a quality annotation
+    (``dataset``, ``version``, ``version_id`` added); ``provenance``: list of WIA §3 records, one per
+    dataset the event touched (``dataset``, ``tracing`` added); see :mod:`sink.annotations_lookup`.
+    Both are None only in records of an event the graph could not store.
+    """
 
     event: dict[str, Any]
     event_hash: str

@@ -6,6 +6,11 @@ consumer resolves them without a registry (``schemas.codec`` / ``schemas.avro.by
 
 Delivery is at-least-once: a re-run micro-batch re-publishes its records (keys are stable, so a
 compacted ``openlineage.graph`` converges and an enriched consumer deduplicates by ``event_hash``).
+
+A value larger than the producer's ``message.max.bytes`` (librdkafka's 1,000,000 unless configured)
+less :data:`producers.chunking.HEADROOM_BYTES` is sent as consecutive chunks with the same key
+(:func:`producers.chunking.split_message`); :func:`stream_processor.consumer.read_records` and the
+``lineage_kafka`` source reassemble them.
 """
 
 from __future__ import annotations
@@ -90,32 +95,54 @@ def graph_change(table: str, row_id: str, payload: dict[str, Any] | None, batch_
 
 
 class RecordPublisher:
-    """A confluent-kafka producer that counts failures and raises :class:`DeliveryError` on flush."""
+    """A confluent-kafka producer that chunks large values, counts failures and raises :class:`DeliveryError` on flush.
+
+    ``chunked`` counts the records sent as several chunks, ``sent`` the records (not the chunks).
+    """
 
     def __init__(self, conf: dict[str, Any]) -> None:
         from confluent_kafka import Producer
 
+        from producers.chunking import DEFAULT_MESSAGE_MAX_BYTES, split_message
+
+        self._split = split_message
         base = {"linger.ms": 20, "batch.num.messages": 10000, "enable.idempotence": True,
                 "compression.type": "none", "queue.buffering.max.messages": 500000, "log_level": 3}
         base.update(conf)
         self._producer = Producer(base)
+        self.max_bytes = int(base.get("message.max.bytes") or DEFAULT_MESSAGE_MAX_BYTES)
         self.sent = 0
+        self.chunked = 0
         self._errors: list[str] = []
 
     def _on_delivery(self, err: Any, _msg: Any) -> None:
         if err is not None:
             self._errors.append(str(err))
 
-    def publish(self, topic: str, key: bytes | str | None, value: bytes) -> None:
+    def _produce(self, topic: str, key: bytes | str | None, value: bytes, headers: list[Any] | None) -> None:
         while True:
             try:
-                self._producer.produce(topic, key=key, value=value, on_delivery=self._on_delivery)
-                break
+                self._producer.produce(topic, key=key, value=value, headers=headers or None,
+                                       on_delivery=self._on_delivery)
+                return
             except BufferError:
                 self._producer.poll(0.05)
+
+    def publish(self, topic: str, key: bytes | str | None, value: bytes,
+                headers: list[tuple[str, bytes | None]] | None = None) -> int:
+        """Send one record; returns the number of Kafka messages it took (1, or its chunks)."""
+        try:
+            parts = self._split(value, headers, self.max_bytes)
+        except ValueError:  # a limit too small to chunk under: sent whole (librdkafka reports MSG_SIZE_TOO_LARGE)
+            parts = [(value, list(headers or ()))]
+        for part, part_headers in parts:
+            self._produce(topic, key, part, part_headers)
         self.sent += 1
+        if len(parts) > 1:
+            self.chunked += 1
         if self.sent % 1000 == 0:
             self._producer.poll(0)
+        return len(parts)
 
     def flush(self, timeout_seconds: float = 60.0) -> int:
         """Wait for every delivery report; raise :class:`DeliveryError` if any failed."""

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import json
+
 import psycopg
 import pytest
-from confluent_kafka import KafkaException
 
 from producers.chunking import CHUNK_ID_HEADER, split_message
 from producers.emitter import LineageEmitter
 from producers.settings import EmitterSettings
 from schemas.codec import encode_single_object
-from stream_processor.consumer import DeadLetter, read_records
+from stream_processor.consumer import DeadLetter, EnrichedRecord, GraphChange, read_records
 from stream_processor.testing import StreamHarness, produce, run_event, test_settings
 from tests.test_chunking import raw_messages, wide_event
 
@@ -41,10 +42,9 @@ def test_large_event_whole_in_graph_and_lost_chunk_in_dlq(spark, kafka_bootstrap
     assert len(chunks) > 4 + 1  # the wide event went as several messages
     first_chunk = {m.key(): m for m in chunks if dict(m.headers()).get("lineage.chunk.index") == b"0"}
 
-    # publish_graph=False: the graph change of a 20,000-field dataset is over message.max.bytes and
-    # RecordPublisher cannot send it (test_graph_change_over_the_limit_reaches_the_graph_topic below)
-    settings = test_settings(kafka_bootstrap, topic_names, pg_dsn, str(tmp_path / "ck"), chunk_timeout_seconds=5.0,
-                             publish_graph=False)
+    # the graph change and the enriched record of the 20,000-field dataset are over message.max.bytes:
+    # RecordPublisher sends them in chunks (test_graph_change_over_the_limit_reaches_the_graph_topic below)
+    settings = test_settings(kafka_bootstrap, topic_names, pg_dsn, str(tmp_path / "ck"), chunk_timeout_seconds=5.0)
     with StreamHarness(spark, settings) as h:
         h.drain()
         assert h.total("rejected") == 2
@@ -57,6 +57,15 @@ def test_large_event_whole_in_graph_and_lost_chunk_in_dlq(spark, kafka_bootstrap
                               "WHERE name = 'wide_table'").fetchone()
     assert names == ["after", "before", "next", "wide"]
     assert fields == (20_000, "column_19999")
+    assert h.total("enriched_chunked") == 1  # the wide event's enriched record went in chunks
+
+    enriched = [r for r in read_records(kafka_bootstrap, topic_names["enriched"], idle_timeout_seconds=10)
+                if isinstance(r, EnrichedRecord)]
+    assert sorted(r.job_name for r in enriched) == ["after", "before", "next", "wide"]
+    wide_changes = [c for c in read_records(kafka_bootstrap, topic_names["graph"], idle_timeout_seconds=10)
+                    if isinstance(c, GraphChange) and c.table == "lineage_nodes"
+                    and (c.payload or {}).get("name") == "wide_table"]
+    assert wide_changes and len(json.loads(wide_changes[-1].payload["fields"])) == 20_000
 
     dead = list(read_records(kafka_bootstrap, topic_names["dlq"], max_records=2, idle_timeout_seconds=15))
     assert len(dead) == 2 and all(isinstance(d, DeadLetter) for d in dead)
@@ -71,10 +80,6 @@ def test_large_event_whole_in_graph_and_lost_chunk_in_dlq(spark, kafka_bootstrap
     assert "chunk 1 is lost" in by_case["lost-middle"].message
 
 
-@pytest.mark.xfail(strict=True, raises=KafkaException, reason="RecordPublisher sends records over message.max.bytes "
-                   "whole and librdkafka refuses them (MSG_SIZE_TOO_LARGE): a graph change of a wide dataset "
-                   "fails the graph publication and so the next batch; publish.py should split such records "
-                   "with producers.chunking.split_message (read_records already reassembles them)")
 def test_graph_change_over_the_limit_reaches_the_graph_topic(kafka_bootstrap, topic_names):
     from stream_processor.consumer import GraphChange
     from stream_processor.publish import RecordPublisher, encode_record, graph_change

@@ -180,7 +180,7 @@ def test_hostile_input_goes_to_the_dlq_and_good_traffic_to_the_graph(spark, kafk
     huge = by_coord[offsets[kinds.index("bad:huge_string")]]
     assert huge.value is not None and 0 < len(huge.value) < 1_000_000 and "truncated" in huge.message
     assert harness.total("dlq_truncated") == 2   # the 10 MB string and the ~1.4 MB JSON bomb
-    assert harness.total("enriched_too_large") == 1   # the 100,000-output event
+    assert harness.total("enriched_chunked") == 1   # the 100,000-output event, published in chunks
 
     with psycopg.connect(pg_dsn) as conn:
         names = [r[0] for r in conn.execute("SELECT job_name FROM lineage_events")]

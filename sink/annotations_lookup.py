@@ -1,0 +1,161 @@
+"""Read-only look-up of the committed annotations of a batch's events, for the enriched topic.
+
+The stream processor publishes one enriched record per new event *after* the batch's merge, with the
+event's quality (WIA-DATA-008 §4) and provenance (§3) annotations as the graph holds them
+(stream_processor/writer.py). This module is the PostgreSQL side of that step, for one partition of
+events at a time:
+
+1. :func:`event_keys` (pure) derives an event with :func:`sink.derive.derive_event` - the very rows the
+   store staged for it - and keeps the keys of its annotations: the ``provenance_id`` of each dataset it
+   touched, and the ``version_id`` / ``quality_id = node_uuid("quality", version_id)`` of each *output*
+   dataset version (run events: their ``lineage_run_io`` output slots; DatasetEvents: the dataset's
+   version; JobEvents: the versions of the datasets they write);
+2. :func:`lookup` fetches, in ONE statement (three primary-key probes joined by ``UNION ALL``), which of
+   the hashes are new in the batch (``lineage_events.first_batch_id = batch_id``: a duplicate of an event
+   stored by an earlier batch gets no second record, and a re-run of a committed batch finds the same
+   set), the provenance rows and the quality rows;
+3. :func:`annotations` (pure) assembles the two JSON arrays of one event.
+
+An enriched record's ``quality`` is a JSON array with one WIA §4 object per output dataset version that
+has a quality annotation, plus ``dataset`` (``namespace/name``), ``version`` and ``version_id``;
+``provenance`` a JSON array with one WIA §3 object per dataset the event touched, plus ``dataset`` and
+``tracing``. Both are ``[]`` (not null) when the graph holds none for the event. The quality is the one
+committed when the record is published: it compares the version with the previous version of the
+dataset, whichever batch that arrived in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import ids
+from .derive import STAGING_COLUMNS, derive_event
+from .model import StoredEvent
+
+__all__ = ["EventKeys", "OutputVersion", "FoundAnnotations", "event_keys", "lookup", "lookup_partition",
+           "annotations", "dumps", "LOOKUP_SQL"]
+
+_V = {c: i for i, c in enumerate(STAGING_COLUMNS["stg_dataset_versions"])}
+_IO = {c: i for i, c in enumerate(STAGING_COLUMNS["stg_run_io"])}
+_E = {c: i for i, c in enumerate(STAGING_COLUMNS["stg_edges"])}
+_D = {c: i for i, c in enumerate(STAGING_COLUMNS["stg_datasets"])}
+_P = {c: i for i, c in enumerate(STAGING_COLUMNS["stg_provenance"])}
+
+_UTC = "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'"
+
+#: New hashes of the batch, provenance rows and quality rows of the given keys: one round trip.
+LOOKUP_SQL = f"""
+    SELECT 'e', event_hash, NULL::jsonb FROM lineage_events
+     WHERE event_hash = ANY(%(hashes)s::text[]) AND first_batch_id = %(b)s
+    UNION ALL
+    SELECT 'p', provenance_id::text, jsonb_build_object(
+               'provenance_id', provenance_id, 'node_id', node_id, 'event_type', event_type,
+               'event_time', to_char(event_time AT TIME ZONE 'UTC', {_UTC}), 'agent', agent,
+               'operation', operation, 'context', context, 'tracing', tracing)
+      FROM lineage_provenance WHERE provenance_id = ANY(%(prov)s::uuid[])
+    UNION ALL
+    SELECT 'q', quality_id::text, jsonb_build_object(
+               'quality_id', quality_id, 'node_id', node_id,
+               'measured_at', to_char(measured_at AT TIME ZONE 'UTC', {_UTC}), 'metrics', metrics,
+               'validations', validations, 'anomalies', anomalies)
+      FROM lineage_quality WHERE quality_id = ANY(%(quality)s::uuid[])"""
+
+
+@dataclass(frozen=True)
+class OutputVersion:
+    version_id: str
+    quality_id: str
+    node_id: str
+    version: str
+
+
+@dataclass
+class EventKeys:
+    """The annotation keys of one event (:func:`event_keys`)."""
+
+    event_hash: str
+    provenance_ids: list[str] = field(default_factory=list)
+    outputs: list[OutputVersion] = field(default_factory=list)
+    names: dict[str, str] = field(default_factory=dict)      # node id -> "namespace/name"
+
+
+@dataclass
+class FoundAnnotations:
+    """What :func:`lookup` found: new hashes of the batch, provenance and quality objects by id."""
+
+    new_hashes: set[str] = field(default_factory=set)
+    provenance: dict[str, dict[str, Any]] = field(default_factory=dict)
+    quality: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def event_keys(stored: StoredEvent) -> EventKeys:
+    """Keys of ``stored``'s annotations (module doc); an unstorable event raises ``EventValidationError``."""
+    rows = derive_event(stored).tables
+    keys = EventKeys(stored.event_hash)
+    keys.names = {r[_D["dataset_id"]]: r[_D["qualified_name"]] for r in rows["stg_datasets"]}
+    keys.provenance_ids = list(dict.fromkeys(r[_P["provenance_id"]] for r in rows["stg_provenance"]))
+    versions = {r[_V["version_id"]]: r for r in rows["stg_dataset_versions"]}
+    kind = rows["stg_events"][0][1] if rows["stg_events"] else None
+    if kind == "run":
+        wanted = [r[_IO["version_id"]] for r in rows["stg_run_io"]
+                  if r[_IO["direction"]] == "output" and r[_IO["version_id"]]]
+    elif kind == "dataset":
+        wanted = list(versions)
+    else:
+        written = {r[_E["target_node_id"]] for r in rows["stg_edges"] if r[_E["kind"]] == "writes"}
+        wanted = [vid for vid, r in versions.items() if r[_V["dataset_id"]] in written]
+    for vid in dict.fromkeys(wanted):
+        row = versions.get(vid)
+        if row is not None:
+            keys.outputs.append(OutputVersion(vid, ids.quality_id(vid), row[_V["dataset_id"]], row[_V["version"]]))
+    return keys
+
+
+def lookup(conn: Any, batch_id: int, hashes: Iterable[str], provenance_ids: Iterable[str],
+           quality_ids: Iterable[str]) -> FoundAnnotations:
+    """One statement on ``conn`` (a psycopg connection): see :data:`LOOKUP_SQL`."""
+    found = FoundAnnotations()
+    params = {"b": int(batch_id), "hashes": list(dict.fromkeys(hashes)),
+              "prov": list(dict.fromkeys(provenance_ids)), "quality": list(dict.fromkeys(quality_ids))}
+    for kind, key, doc in conn.execute(LOOKUP_SQL, params).fetchall():
+        if kind == "e":
+            found.new_hashes.add(key)
+        elif kind == "p":
+            found.provenance[key] = _json(doc)
+        else:
+            found.quality[key] = _json(doc)
+    return found
+
+
+def _json(doc: Any) -> dict[str, Any]:
+    return json.loads(doc) if isinstance(doc, (str, bytes)) else dict(doc)
+
+
+def annotations(keys: EventKeys, found: FoundAnnotations) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(quality, provenance)`` arrays of one event (module doc), in the event's dataset order."""
+    quality = []
+    for out in keys.outputs:
+        doc = found.quality.get(out.quality_id)
+        if doc is not None:
+            quality.append({**doc, "dataset": keys.names.get(out.node_id), "version": out.version,
+                            "version_id": out.version_id})
+    provenance = []
+    for pid in keys.provenance_ids:
+        doc = found.provenance.get(pid)
+        if doc is not None:
+            provenance.append({**doc, "dataset": keys.names.get(str(doc.get("node_id")))})
+    return quality, provenance
+
+
+def lookup_partition(conn: Any, batch_id: int, keys: Sequence[EventKeys]) -> FoundAnnotations:
+    """:func:`lookup` of every key of ``keys`` (one partition's events)."""
+    return lookup(conn, batch_id, (k.event_hash for k in keys), (p for k in keys for p in k.provenance_ids),
+                  (o.quality_id for k in keys for o in k.outputs))
+
+
+def dumps(value: Sequence[Mapping[str, Any]]) -> str:
+    """Compact JSON text of an annotation array."""
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)

@@ -1,0 +1,177 @@
+"""Enriched records carry the graph's quality (wia §4) and provenance (wia §3); graph publication recovers.
+
+The stream tests run the real query (StreamHarness) against the real broker and PostgreSQL; the
+look-up and graph-publication tests use the store and the writer directly, without Spark.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import psycopg
+import pytest
+
+from schemas.codec import encode_single_object
+from schemas.identity import event_hash
+from sink.annotations_lookup import event_keys, lookup_partition
+from sink.model import StoredEvent
+from sink.postgres import GraphStore
+from stream_processor.consumer import EnrichedRecord, GraphChange, read_records
+from stream_processor.testing import PRODUCER, StreamHarness, produce, run_event, test_settings
+
+pytestmark = pytest.mark.integration
+
+FACET = {"_producer": "https://example.com/tests", "_schemaURL": "https://example.com/facet.json"}
+KEY = b"run:test/etl_daily"
+
+
+def daily(version: str, when: str, rows: int, nulls: int, assertions: list[bool], create: bool = False
+          ) -> dict[str, Any]:
+    """A COMPLETE run of ``etl_daily`` reading ``orders`` and writing version ``version`` of ``orders_daily``."""
+    event = run_event(job="etl_daily", when=when, inputs=["orders"], outputs=["orders_daily"])
+    out = event["outputs"][0]
+    out["facets"] = {
+        "schema": {**FACET, "fields": [{"name": "day", "type": "date"}, {"name": "total", "type": "bigint"}]},
+        "version": {**FACET, "datasetVersion": version}}
+    if create:
+        out["facets"]["lifecycleStateChange"] = {**FACET, "lifecycleStateChange": "CREATE"}
+    out["outputFacets"] = {
+        "outputStatistics": {**FACET, "rowCount": rows},
+        "dataQualityMetrics": {**FACET, "columnMetrics": {"total": {"nullCount": nulls}}},
+        "dataQualityAssertions": {**FACET, "assertions": [
+            {"assertion": "not_null", "column": "total", "success": ok} for ok in assertions]}}
+    return event
+
+
+def by_dataset(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {r["dataset"]: r for r in records}
+
+
+@pytest.mark.slow
+def test_enriched_records_carry_quality_and_provenance(spark, kafka_bootstrap, topic_names, pg_dsn, tmp_path):
+    first = daily("1", "2024-05-01T10:00:00.000000Z", rows=1000, nulls=0, assertions=[True, True], create=True)
+    second = daily("2", "2024-05-02T10:00:00.000000Z", rows=100, nulls=50, assertions=[True, False])
+    topic = topic_names["events"]
+    settings = test_settings(kafka_bootstrap, topic_names, pg_dsn, str(tmp_path / "ck"))
+    with StreamHarness(spark, settings) as h:
+        produce(kafka_bootstrap, topic, [(encode_single_object(first), None, KEY)] * 2)  # a producer retry
+        h.drain()
+        produce(kafka_bootstrap, topic, [(encode_single_object(second), None, KEY),
+                                         (encode_single_object(first), None, KEY)])  # and a late re-send
+        h.drain()
+        assert h.total("enriched") == 2 and h.total("enriched_unannotated") == 0
+
+    with psycopg.connect(pg_dsn) as conn:
+        batches = dict(conn.execute("SELECT payload::jsonb->'outputs'->0->'facets'->'version'->>'datasetVersion', "
+                                    "first_batch_id FROM lineage_events").fetchall())
+    assert len(batches) == 2 and batches["1"] != batches["2"]  # the two versions came in different batches
+
+    records = [r for r in read_records(kafka_bootstrap, topic_names["enriched"], idle_timeout_seconds=8)
+               if isinstance(r, EnrichedRecord)]
+    assert len(records) == 2, [r.event_hash for r in records]  # the duplicates got no record of their own
+    old, new = sorted(records, key=lambda r: r.event_time or "")
+    assert {old.key, new.key} == {KEY}
+    assert [r.event["outputs"][0]["facets"]["version"]["datasetVersion"] for r in (old, new)] == ["1", "2"]
+
+    (q1,) = old.quality
+    assert (q1["dataset"], q1["version"]) == ("test/orders_daily", "1")
+    assert q1["metrics"]["completeness"] == 1.0 and q1["metrics"]["accuracy"] == 1.0
+    assert q1["anomalies"] == []
+
+    (q2,) = new.quality
+    assert (q2["dataset"], q2["version"]) == ("test/orders_daily", "2")
+    assert q2["node_id"] == q1["node_id"] and q2["quality_id"] != q1["quality_id"]
+    assert q2["measured_at"] == "2024-05-02T10:00:00.000000Z"
+    assert q2["metrics"]["completeness"] == pytest.approx(0.5)        # 1 - 50 / (100 * 1)
+    assert q2["metrics"]["accuracy"] == pytest.approx(0.5)            # 1 of 2 assertions passed
+    assert q2["metrics"]["consistency"] == 1.0                        # same schema as version 1
+    drop = [a for a in q2["anomalies"] if a["type"] == "missing"]
+    assert [(a["severity"], a["count"]) for a in drop] == [("critical", 900)]   # 1000 -> 100 rows
+    assert [v["passed"] for v in q2["validations"]] == [True, False]
+
+    prov = by_dataset(new.provenance)
+    assert set(prov) == {"test/orders", "test/orders_daily"}
+    read, written = prov["test/orders"], prov["test/orders_daily"]
+    assert (read["event_type"], read["operation"]["type"]) == ("accessed", "read")
+    assert (written["event_type"], written["operation"]["type"]) == ("modified", "transform")
+    for p in (read, written):
+        assert p["agent"]["name"] == "etl_daily" and p["agent"]["namespace"] == "test"
+        assert p["agent"]["producer"] == PRODUCER
+        assert p["operation"]["parameters"]["run_id"] == second["run"]["runId"]
+        assert p["event_time"] == "2024-05-02T10:00:00.000000Z"
+    assert by_dataset(old.provenance)["test/orders_daily"]["event_type"] == "created"  # lifecycleStateChange
+
+
+def test_lookup_finds_only_events_new_in_the_batch(pg_dsn):
+    """The enrich pass's look-up: an event stored by an earlier batch is not new again; a re-run finds the same."""
+    first = daily("1", "2024-05-01T10:00:00.000000Z", rows=1000, nulls=0, assertions=[True])
+    second = daily("2", "2024-05-02T10:00:00.000000Z", rows=10, nulls=0, assertions=[True])
+    one, two = (StoredEvent(event=e, event_hash=event_hash(e), source="test") for e in (first, second))
+    with GraphStore(pg_dsn) as store:
+        store.migrate()
+        store.write_batch(1, [one])
+        store.write_batch(2, [one, two])
+        store.write_batch(2, [one, two])   # a re-run of a committed batch: a no-op
+    keys = [event_keys(one), event_keys(two)]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        found = lookup_partition(conn, 2, keys)
+        again = lookup_partition(conn, 2, keys)
+        earlier = lookup_partition(conn, 1, keys[:1])
+    assert found.new_hashes == again.new_hashes == {two.event_hash}
+    assert earlier.new_hashes == {one.event_hash}
+    assert set(found.quality) == {keys[0].outputs[0].quality_id, keys[1].outputs[0].quality_id}
+    assert set(found.provenance) == {p for k in keys for p in k.provenance_ids} and len(found.provenance) == 4
+    assert found == again
+
+
+def _graph_batches(bootstrap: str, topic: str) -> dict[int, set[str]]:
+    out: dict[int, set[str]] = {}
+    for c in read_records(bootstrap, topic, idle_timeout_seconds=5):
+        if isinstance(c, GraphChange) and c.table == "lineage_nodes" and c.payload["node_kind"] == "job":
+            out.setdefault(c.batch_id, set()).add(c.payload["name"])
+    return out
+
+
+def _mark(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT last_batch_id FROM lineage_publications WHERE stream = 'graph'").fetchone()[0]
+
+
+def test_committed_but_unpublished_batches_are_published_first(kafka_bootstrap, topic_names, pg_dsn, tmp_path):
+    from stream_processor.writer import GraphBatchWriter
+
+    def job_batch(batch_id: int) -> None:
+        event = run_event(str(uuid.uuid4()), job=f"job{batch_id}", inputs=[f"in{batch_id}"],
+                          outputs=[f"out{batch_id}"])
+        with GraphStore(pg_dsn) as store:
+            store.write_batch(batch_id, [StoredEvent(event=event, event_hash=event_hash(event), source="t")])
+
+    writer = GraphBatchWriter(test_settings(kafka_bootstrap, topic_names, pg_dsn, str(tmp_path / "ck")))
+    writer.store  # noqa: B018 - migrates: an empty database starts with the mark at -1
+    assert _mark(pg_dsn) == -1
+    for b in (0, 1, 2):
+        job_batch(b)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # batch 0 was published, then the process died
+        conn.execute("UPDATE lineage_publications SET last_batch_id = 0")
+
+    writer._publish_graph_async(None)   # what the first batch of a restarted writer does
+    writer.flush_graph()
+    assert _mark(pg_dsn) == 2
+    assert _graph_batches(kafka_bootstrap, topic_names["graph"]) == {1: {"job1"}, 2: {"job2"}}
+
+    job_batch(3)
+    assert writer.publish_pending_graph(4) == [3, 4]      # batch 4 itself is published even if it changed nothing
+    assert _mark(pg_dsn) == 4
+    assert writer.publish_pending_graph() == []
+    assert _graph_batches(kafka_bootstrap, topic_names["graph"]) == {1: {"job1"}, 2: {"job2"}, 3: {"job3"}}
+
+
+def test_migration_takes_existing_batches_as_published(pg_dsn):
+    event = run_event(str(uuid.uuid4()))
+    with GraphStore(pg_dsn) as store:
+        store.migrate(up_to=3)
+        store.write_batch(5, [StoredEvent(event=event, event_hash=event_hash(event), source="t")])
+        store.write_batch(-7, [])   # a `lineage load` batch (negative ids) does not count
+        store.migrate()
+    assert _mark(pg_dsn) == 5
