@@ -482,7 +482,8 @@ class GraphStore:
     # -- connections ---------------------------------------------------------------------------------
 
     @staticmethod
-    def _connect(settings: StoreSettings) -> psycopg.Connection:
+    def connect(settings: StoreSettings) -> psycopg.Connection:
+        """An autocommit connection with the store's connect and statement timeouts (sink/settings.py)."""
         try:
             conn = psycopg.connect(settings.dsn(), connect_timeout=settings.store_connect_timeout_seconds,
                                    autocommit=True)
@@ -495,7 +496,7 @@ class GraphStore:
     @property
     def conn(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
-            self._conn = self._connect(self.settings)
+            self._conn = self.connect(self.settings)
         return self._conn
 
     def close(self) -> None:
@@ -587,7 +588,7 @@ class GraphStore:
             # Nothing to stage, and nothing to replace: a re-run of this task reads the same (empty) input.
             # Skipping the connection matters for the no-data micro-batches the recombiner's timeouts cause.
             return 0
-        with cls._connect(settings) as conn:
+        with cls.connect(settings) as conn:
             try:
                 with conn.transaction():
                     rows, total = cls._derive_and_stage(conn, batch_id, part, events,
