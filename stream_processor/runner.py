@@ -200,7 +200,7 @@ def _watch(query: Any, stop: threading.Event, settings: ProcessorSettings, metri
 STOP_GRACE_SECONDS = 30.0
 
 
-def _wait_for_trigger_end(query: Any, grace_seconds: float) -> None:
+def wait_for_trigger_end(query: Any, grace_seconds: float) -> None:
     """Wait (at most ``grace_seconds``) until ``query`` runs no micro-batch, so that stopping it does not
     interrupt a batch half-way (its data would be safe — checkpoint and idempotent sinks — but Spark prints
     the interrupted batch's py4j tracebacks and the work is done twice)."""
@@ -211,7 +211,7 @@ def _wait_for_trigger_end(query: Any, grace_seconds: float) -> None:
                 return
         except Exception:  # noqa: BLE001 - the query ended meanwhile (py4j error types)
             return
-        time.sleep(0.1)
+        time.sleep(0.02)  # no-data batches can follow each other closely: the gap between them is short
 
 
 def _stop_query(query: Any, writer: Any, outcome: str | None) -> None:
@@ -224,7 +224,7 @@ def _stop_query(query: Any, writer: Any, outcome: str | None) -> None:
     writer.cancel()  # a batch waiting for PostgreSQL gives up (uncommitted) so that the stop is prompt
     failed = not query.isActive and query.exception() is not None
     if query.isActive and outcome != "kafka":
-        _wait_for_trigger_end(query, STOP_GRACE_SECONDS)
+        wait_for_trigger_end(query, STOP_GRACE_SECONDS)
     if query.isActive:
         query.stop()
     if outcome == "kafka":
