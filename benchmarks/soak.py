@@ -9,6 +9,8 @@ waits for its metrics endpoint, then publishes demo traffic in-process
 (:func:`producers.demo.publish_demo` into a :class:`producers.emitter.LineageEmitter`) at ``--rate``
 messages/s for ``--duration-seconds``. Every ``--sample-seconds`` it samples:
 
+- ``jvm_old_used``: the Spark driver JVM's old-generation heap in use (MiB, ``jstat -gc``): the JVM's RSS
+  grows towards ``-Xmx`` by itself, a leak shows here;
 - RSS (MiB) of the processor's process tree, split by command line: ``rss_jvm`` (java: the Spark
   driver JVM), ``rss_driver_py`` (the ``lineage process`` Python process itself), ``rss_workers``
   (Python processes running ``-m pyspark.*``: ``pyspark.daemon`` and its forked workers, the
@@ -56,7 +58,7 @@ __all__ = ["main", "run_soak", "classify_rss", "scrape_metrics", "verdicts", "GR
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1024 * 1024
-BOUNDED_SERIES = ("rss_jvm", "rss_driver_py", "rss_workers", "state_rows", "lag")
+BOUNDED_SERIES = ("rss_jvm", "jvm_old_used", "rss_driver_py", "rss_workers", "state_rows", "lag")
 COUNTER_SERIES = ("consumed", "batches")
 GROWTH_RULE = ("grows without bound := slope over the second half > 0 AND mean over the last quarter "
                "[3T/4, T] > 1.2 x mean over the second quarter [T/4, T/2) (RSS, state rows, lag)")
@@ -90,6 +92,37 @@ def classify_rss(root_pid: int) -> dict[str, float]:
             key = "rss_other"
         out[key] += rss
     return {k: round(v, 1) if isinstance(v, float) else v for k, v in out.items()}
+
+
+def jvm_old_used(root_pid: int) -> float | None:
+    """Old-generation heap in use (MiB) of the Spark driver JVM under ``root_pid``, from ``jstat -gc``.
+
+    RSS of a JVM grows towards ``-Xmx`` whether or not anything leaks (the heap expands lazily); the old
+    generation's occupancy is what a leak raises. None when no JVM or no ``jstat`` is found."""
+    import shutil
+
+    import psutil
+
+    jstat = shutil.which("jstat")
+    try:
+        procs = psutil.Process(root_pid).children(recursive=True)
+        java = next((p for p in procs if Path((p.cmdline() or [p.name()])[0]).name.startswith("java")), None)
+    except psutil.Error:
+        return None
+    if java is None:
+        return None
+    if jstat is None:
+        candidate = Path(java.exe()).with_name("jstat")
+        jstat = str(candidate) if candidate.exists() else None
+    if jstat is None:
+        return None
+    try:
+        out = subprocess.run([jstat, "-gc", str(java.pid)], capture_output=True, text=True, timeout=10).stdout
+        header, values = out.split("\n")[:2]
+        fields = dict(zip(header.split(), values.split(), strict=False))
+        return round(float(fields["OU"]) / 1024, 1)   # jstat reports KiB
+    except (OSError, ValueError, KeyError, subprocess.SubprocessError):
+        return None
 
 
 def scrape_metrics(port: int, timeout_seconds: float = 5.0) -> dict[str, float] | None:
@@ -253,7 +286,8 @@ def run_soak(duration_seconds: float, rate: float, sample_seconds: float, work_d
             now = time.monotonic()
             if now >= next_at:
                 metrics = scrape_metrics(port) or {}
-                row: dict[str, Any] = {"t": round(now - t0, 1), **classify_rss(proc.pid)}
+                row: dict[str, Any] = {"t": round(now - t0, 1), **classify_rss(proc.pid),
+                                       "jvm_old_used": jvm_old_used(proc.pid)}
                 for key in ("state_rows", "lag", "consumed", "batches"):
                     row[key] = metrics.get(key)
                 samples.append(row)
@@ -286,8 +320,8 @@ def run_soak(duration_seconds: float, rate: float, sample_seconds: float, work_d
 
 
 def print_report(result: dict[str, Any]) -> None:
-    cols = ("t", "rss_jvm", "rss_driver_py", "rss_workers", "rss_other", "workers", "state_rows", "lag",
-            "consumed", "batches")
+    cols = ("t", "rss_jvm", "jvm_old_used", "rss_driver_py", "rss_workers", "rss_other", "workers", "state_rows",
+            "lag", "consumed", "batches")
     print("\nsamples (t in s, RSS in MiB)")
     print("  ".join(f"{c:>13}" for c in cols))
     for s in result.get("samples", []):
