@@ -81,6 +81,12 @@ class ProcessorSettings(KafkaSecurity, BaseSettings):
     #: ``LINEAGE_CHUNK_TIMEOUT_SECONDS``: how long (broker time, or wall time at the log end) a message split
     #: into chunks by its producer may stay incomplete before it goes to the DLQ as ``chunk.incomplete`` (seconds).
     chunk_timeout_seconds: float = Field(default=60.0, gt=0)
+    #: ``LINEAGE_SOURCE_POLL_TIMEOUT_SECONDS``: an executor's read of a planned offset range fails when no
+    #: record arrives for this long (the broker lost the records, or is down: the runner then waits for it).
+    source_poll_timeout_seconds: float = Field(default=120.0, gt=0)
+    #: ``LINEAGE_SOURCE_PROBE_RETRY_SECONDS``: how long the driver's offset probe retries an unreachable broker
+    #: itself before the query fails and the runner's wait for Kafka takes over.
+    source_probe_retry_seconds: float = Field(default=15.0, ge=0)
     # SASL/SSL fields (LINEAGE_SECURITY_PROTOCOL, LINEAGE_SASL_*, LINEAGE_SSL_*): schemas.kafka_security.
 
     @field_validator("starting_offsets")
@@ -113,6 +119,8 @@ class ProcessorSettings(KafkaSecurity, BaseSettings):
         """
         options = {f"kafka.{k}": str(v) for k, v in self.kafka_config().items() if k != "bootstrap.servers"}
         options["chunkTimeoutSeconds"] = str(self.chunk_timeout_seconds)
+        options["pollTimeoutMs"] = str(int(self.source_poll_timeout_seconds * 1000))
+        options["probeRetrySeconds"] = str(self.source_probe_retry_seconds)
         return options
 
     def retry_policy(self) -> Any:

@@ -181,3 +181,15 @@ def test_processor_run_logs_and_metrics_carry_no_secret(spark, kafka_bootstrap, 
     text = generate_latest(metrics.registry).decode()
     assert "lineage_waiting_for" in text and "lineage_events_consumed_total" in text
     _no_secret(text)
+
+
+@pytest.mark.unit
+def test_source_timeouts_reach_the_reader():
+    settings = ProcessorSettings(bootstrap_servers="127.0.0.1:1", source_poll_timeout_seconds=7.5,
+                                 source_probe_retry_seconds=3, chunk_timeout_seconds=9)
+    reader = KafkaStreamReader({"kafka.bootstrap.servers": settings.bootstrap_servers, "subscribe": "t",
+                                **settings.source_options()})
+    assert (reader.poll_timeout_ms, reader.probe_retry_seconds, reader.chunk_timeout_seconds) == (7500, 3.0, 9.0)
+    defaults = KafkaStreamReader({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t",
+                                  **ProcessorSettings(bootstrap_servers="127.0.0.1:1").source_options()})
+    assert (defaults.poll_timeout_ms, defaults.probe_retry_seconds) == (120_000, 15.0)
