@@ -264,15 +264,26 @@ def resolve_dataset_name(namespace: str, name: str) -> tuple[str, str | None]:
 def sensitivity_from_tags(tags: Iterable[str]) -> str:
     """restricted > confidential > public > internal, from tag keys/values (see the module doc)."""
     key = tuple(str(tag) for tag in tags)
-    found = _SENSITIVITY_CACHE.get(key)
-    if found is None:
-        if len(_SENSITIVITY_CACHE) >= 4096:
-            _SENSITIVITY_CACHE.clear()
-        found = _SENSITIVITY_CACHE[key] = _sensitivity(key)
-    return found
+    return _SENSITIVITY_CACHE.get_or_compute(key, lambda: _sensitivity(key))
 
 
-_SENSITIVITY_CACHE: dict[tuple[str, ...], str] = {}
+class _BoundedCache:
+    """A memo of pure results by content key, cleared when it holds ``limit`` entries (bounded memory)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._items: dict[Any, Any] = {}
+
+    def get_or_compute(self, key: Any, compute: Any) -> Any:
+        found = self._items.get(key)
+        if found is None:
+            if len(self._items) >= self.limit:
+                self._items.clear()
+            found = self._items[key] = compute()
+        return found
+
+
+_SENSITIVITY_CACHE = _BoundedCache(4096)
 
 
 def _sensitivity(tags: tuple[str, ...]) -> str:
@@ -331,29 +342,24 @@ def _fields_hash(fields: list[dict[str, Any]] | None) -> str | None:
 
 #: Schema results by the JSON text of the facet's ``fields`` list: the same schema repeats across events
 #: (the facet objects do not), and the fields' JSON text determines the result. Bounded: cleared when full.
-_SCHEMA_CACHE: dict[bytes, tuple[list[dict[str, Any]] | None, str | None, str | None]] = {}
-_SCHEMA_CACHE_MAX = 4096
+_SCHEMA_CACHE = _BoundedCache(4096)
 
 
 def _schema_of(facets: Mapping[str, Any]) -> tuple[list[dict[str, Any]] | None, str | None, str | None]:
     """(fields, fields JSON, fields hash) of the ``schema`` facet; memoised by content (orjson only)."""
     facet = facets.get("schema")
-    key = None
+
+    def compute() -> tuple[list[dict[str, Any]] | None, str | None, str | None]:
+        fields = _schema_fields(facets)
+        return fields, _dumps(fields) if fields is not None else None, _fields_hash(fields)
+
     if _orjson is not None and isinstance(facet, dict) and isinstance(facet.get("fields"), list):
         try:
             key = _orjson_dumps(facet["fields"])
         except _OrjsonError:
-            key = None
-        found = _SCHEMA_CACHE.get(key) if key is not None else None
-        if found is not None:
-            return found
-    fields = _schema_fields(facets)
-    result = (fields, _dumps(fields) if fields is not None else None, _fields_hash(fields))
-    if key is not None:
-        if len(_SCHEMA_CACHE) >= _SCHEMA_CACHE_MAX:
-            _SCHEMA_CACHE.clear()
-        _SCHEMA_CACHE[key] = result
-    return result
+            return compute()
+        return _SCHEMA_CACHE.get_or_compute(key, compute)
+    return compute()
 
 
 def _transform_tokens(transformations: Any) -> list[str]:
@@ -367,7 +373,7 @@ def _transform_tokens(transformations: Any) -> list[str]:
     return tokens
 
 
-_LINEAGE_CACHE: dict[bytes, Any] = {}
+_LINEAGE_CACHE = _BoundedCache(2048)
 
 
 def _column_lineage(facets: Mapping[str, Any]) -> tuple[dict[str, list[tuple[str, str, str, list[str], str | None]]],
@@ -382,12 +388,7 @@ def _column_lineage(facets: Mapping[str, Any]) -> tuple[dict[str, list[tuple[str
         key = _orjson_dumps(facet)
     except _OrjsonError:
         return _parse_column_lineage(facet)
-    found = _LINEAGE_CACHE.get(key)
-    if found is None:
-        if len(_LINEAGE_CACHE) >= 2048:
-            _LINEAGE_CACHE.clear()
-        found = _LINEAGE_CACHE[key] = _parse_column_lineage(facet)
-    return found
+    return _LINEAGE_CACHE.get_or_compute(key, lambda: _parse_column_lineage(facet))
 
 
 def _parse_column_lineage(facet: Any) -> tuple[dict[str, list[tuple[str, str, str, list[str], str | None]]],
