@@ -164,8 +164,36 @@ def _counts_batch(counts: dict[tuple[str, str, str], int]) -> Any:
         "value": [counts[k] for k in keys]})
 
 
+def _profiled(step: str, batch_id: int) -> Callable[[Any], Any]:
+    """With ``LINEAGE_PROFILE_DIR`` set, run an executor pass under cProfile and dump its statistics to
+    ``<dir>/<step>-<batch>-<pid>-<n>.prof`` (``python -m pstats``); otherwise the pass as it is."""
+    import os
+
+    def wrap(fn: Callable[[Iterator[Any]], Iterator[Any]]) -> Callable[[Iterator[Any]], Iterator[Any]]:
+        directory = os.environ.get("LINEAGE_PROFILE_DIR")
+        if not directory:
+            return fn
+
+        def run(batches: Iterator[Any]) -> Iterator[Any]:
+            import cProfile
+
+            profile = cProfile.Profile()
+            profile.enable()
+            try:
+                out = list(fn(batches))
+            finally:
+                profile.disable()
+                profile.dump_stats(os.path.join(directory, f"{step}-{batch_id}-{os.getpid()}-{time.time_ns()}.prof"))
+            yield from out
+
+        return run
+
+    return wrap
+
+
 def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The staging pass: accepted rows to the staging tables, rejected rows to the DLQ."""
+    @_profiled("stage", batch_id)
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         from pyspark import TaskContext
 
@@ -232,6 +260,7 @@ def _enrich_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterat
     (published in chunks), ``enriched_duplicates`` (rows whose event an earlier batch stored: no record),
     ``enriched_unannotated`` (rows the store could not derive: published with null annotations).
     """
+    @_profiled("enrich", batch_id)
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         from schemas.errors import EventValidationError
         from sink.annotations_lookup import annotations, dumps, event_keys, lookup_partition

@@ -18,6 +18,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--events", type=int, default=int(env_default("--events", 20000)))
     p.add_argument("--rate", type=int, default=2000, help="events/s of the latency phase")
     p.add_argument("--latency-seconds", type=float, default=20.0)
+    p.add_argument("--max-batch-events", type=int, default=5000,
+                   help="Kafka records per micro-batch of the throughput drain (maxOffsetsPerTrigger; 0: unlimited)")
     p.add_argument("--bootstrap-servers", default=env_default("--bootstrap-servers"),
                    help="an existing Kafka (default: an embedded broker)")
     p.add_argument("--postgres-dsn", default=env_default("--postgres-dsn"),
@@ -33,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from benchmarks.e2e_bench import BenchConfig, run_bench
 
     results = run_bench(BenchConfig(events=args.events, rate=args.rate, latency_seconds=args.latency_seconds,
+                                    max_batch_events=args.max_batch_events,
                                     bootstrap=args.bootstrap_servers, postgres_dsn=args.postgres_dsn,
                                     status=lambda line: print(line, file=sys.stderr, flush=True)))
     text = json.dumps(results, indent=2)
