@@ -35,8 +35,9 @@ from . import ids
 from .derive import STAGING_COLUMNS, derive_event
 from .model import StoredEvent
 
-__all__ = ["EventKeys", "OutputVersion", "FoundAnnotations", "event_keys", "lookup", "lookup_partition",
-           "annotations", "dumps", "LOOKUP_SQL"]
+__all__ = ["EventKeys", "OutputVersion", "FoundAnnotations", "event_keys", "keys_from_rows", "keys_to_text",
+           "keys_from_text", "take_staged_keys", "lookup", "lookup_partition", "annotations", "dumps", "LOOKUP_SQL",
+           "TAKE_KEYS_SQL"]
 
 _V = {c: i for i, c in enumerate(STAGING_COLUMNS["stg_dataset_versions"])}
 _IO = {c: i for i, c in enumerate(STAGING_COLUMNS["stg_run_io"])}
@@ -93,8 +94,13 @@ class FoundAnnotations:
 
 def event_keys(stored: StoredEvent) -> EventKeys:
     """Keys of ``stored``'s annotations (module doc); an unstorable event raises ``EventValidationError``."""
-    rows = derive_event(stored).tables
-    keys = EventKeys(stored.event_hash)
+    return keys_from_rows(stored.event_hash, derive_event(stored).tables)
+
+
+def keys_from_rows(event_hash: str, rows: Mapping[str, Sequence[tuple[Any, ...]]]) -> EventKeys:
+    """Keys of one event's annotations from its own derived rows per staging table (unreduced, as
+    :func:`sink.derive.derive_event` gives them or ``BatchDeriver.add(on_event=...)`` hands them over)."""
+    keys = EventKeys(event_hash)
     keys.names = {r[_D["dataset_id"]]: r[_D["qualified_name"]] for r in rows["stg_datasets"]}
     keys.provenance_ids = list(dict.fromkeys(r[_P["provenance_id"]] for r in rows["stg_provenance"]))
     versions = {r[_V["version_id"]]: r for r in rows["stg_dataset_versions"]}
@@ -112,6 +118,36 @@ def event_keys(stored: StoredEvent) -> EventKeys:
         if row is not None:
             keys.outputs.append(OutputVersion(vid, ids.quality_id(vid), row[_V["dataset_id"]], row[_V["version"]]))
     return keys
+
+
+def keys_to_text(keys: EventKeys) -> str:
+    """Compact JSON of ``keys`` (the ``stg_event_keys.keys`` column, migration 006)."""
+    return json.dumps({"p": keys.provenance_ids, "o": [[o.version_id, o.quality_id, o.node_id, o.version]
+                                                       for o in keys.outputs], "n": keys.names},
+                      separators=(",", ":"))
+
+
+def keys_from_text(event_hash: str, text: str) -> EventKeys:
+    """The inverse of :func:`keys_to_text`."""
+    doc = json.loads(text)
+    return EventKeys(event_hash, list(doc["p"]), [OutputVersion(*o) for o in doc["o"]], dict(doc["n"]))
+
+
+#: The staged keys of some of a batch's events, removed as they are read (migration 006: a cache).
+TAKE_KEYS_SQL = ("DELETE FROM stg_event_keys WHERE batch_id = %s AND event_hash = ANY(%s::text[]) "
+                 "RETURNING event_hash, keys")
+
+
+def take_staged_keys(conn: Any, batch_id: int, hashes: Iterable[str]) -> dict[str, EventKeys]:
+    """The keys the staging pass left for ``hashes`` of ``batch_id`` (deleting them); events not found are
+    simply absent - the caller derives their keys (:func:`event_keys`)."""
+    found: dict[str, EventKeys] = {}
+    for event_hash, text in conn.execute(TAKE_KEYS_SQL, (int(batch_id), list(hashes))).fetchall():
+        try:
+            found[event_hash] = keys_from_text(event_hash, text)
+        except (ValueError, KeyError, TypeError):
+            continue   # an unreadable cache row: derive instead
+    return found
 
 
 def lookup(conn: Any, batch_id: int, hashes: Iterable[str], provenance_ids: Iterable[str],

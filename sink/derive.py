@@ -61,7 +61,7 @@ import gc
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -1013,20 +1013,24 @@ class BatchDeriver:
         self._deriver = _Deriver(aliases)
         self.rows = self._deriver.rows
 
-    def add(self, events: Iterable[StoredEvent]) -> None:
+    def add(self, events: Iterable[StoredEvent],
+            on_event: Callable[[StoredEvent, dict[str, list[tuple[Any, ...]]]], None] | None = None) -> None:
         """Derive ``events``; an event that cannot be stored is skipped and listed in ``rows.rejected``
-        (its partial rows are rolled back)."""
+        (its partial rows are rolled back). ``on_event(stored, rows)``, if given, is called after each
+        stored event with that event's own rows per table (before any reduction): the rows
+        :func:`derive_event` gives for it, in this batch's alias context."""
         deriver = self._deriver
         tables = deriver.t
         rejected = deriver.rows.rejected
         # The cyclic GC would scan the caller's (large) heap of event dicts again and again while the rows,
         # which hold no cycles, are built: paused for the duration of one call (re-enabled in any case).
         with _gc_paused():
-            self._add(events, deriver, tables, rejected)
+            self._add(events, deriver, tables, rejected, on_event)
 
     @staticmethod
     def _add(events: Iterable[StoredEvent], deriver: _Deriver, tables: dict[str, list[tuple[Any, ...]]],
-             rejected: list[tuple[str, EventValidationError]]) -> None:
+             rejected: list[tuple[str, EventValidationError]],
+             on_event: Callable[[StoredEvent, dict[str, list[tuple[Any, ...]]]], None] | None = None) -> None:
         for stored in events:
             marks = [(rows, len(rows)) for rows in tables.values()]
             try:
@@ -1040,6 +1044,9 @@ class BatchDeriver:
                     del rows[mark:]
                 rejected.append((stored.source, EventValidationError(
                     f"event not in the normalised shape the store expects: {exc!r}", code="validation.shape")))
+            else:
+                if on_event is not None:
+                    on_event(stored, {name: rows[mark:] for name, (rows, mark) in zip(tables, marks, strict=True)})
 
     def events_since(self, start: int) -> list[tuple[Any, ...]]:
         """The ``stg_events`` rows from index ``start`` on (final: never changed by :meth:`finish`)."""

@@ -542,19 +542,28 @@ class GraphStore:
     @classmethod
     def _derive_and_stage(cls, conn: psycopg.Connection, batch_id: int, part: int,
                           events: Sequence[StoredEvent], chunk: int,
-                          timings: dict[str, float]) -> tuple[GraphRows, int]:
+                          timings: dict[str, float], with_keys: bool = False) -> tuple[GraphRows, int]:
         """Derive ``events`` and stage their rows as ``(batch_id, part)`` (caller's transaction).
 
         Pipelined: the events are derived :data:`_STREAM_EVENTS` at a time and the ``stg_events`` rows of
         each chunk (the bulky payload texts) are written to one open COPY before the next chunk is derived,
         so the server stores them on its core while Python derives on the other; then the
         reduced rows of the other tables are COPYed. Returns ``(rows, rows staged)``; ``timings`` gets
-        ``derive`` (Python derivation) and ``stage`` (the rest).
+        ``derive`` (Python derivation) and ``stage`` (the rest). ``with_keys``: also stage each event's
+        annotation keys in ``stg_event_keys`` (migration 006), from the rows just derived, for the stream's
+        enrich pass.
         """
         started = time.perf_counter()
         derive_s = 0.0
         prefix = f"{int(batch_id)}\t{int(part)}\t"
         deriver = BatchDeriver()
+        keys: list[tuple[str, str]] = []
+        on_event = None
+        if with_keys:
+            from .annotations_lookup import keys_from_rows, keys_to_text
+
+            def on_event(stored: StoredEvent, rows: dict[str, list[tuple[Any, ...]]]) -> None:
+                keys.append((stored.event_hash, keys_to_text(keys_from_rows(stored.event_hash, rows))))
         sent = 0
         with conn.cursor() as cur:
             cur.execute("DELETE FROM stg_events WHERE batch_id = %s AND part = %s", (batch_id, part))
@@ -562,7 +571,7 @@ class GraphStore:
             with cur.copy(f"COPY stg_events (batch_id, part, {', '.join(columns)}) FROM STDIN") as copy:
                 for start in range(0, len(events), _STREAM_EVENTS):
                     t0 = time.perf_counter()
-                    deriver.add(events[start:start + _STREAM_EVENTS])
+                    deriver.add(events[start:start + _STREAM_EVENTS], on_event)
                     fresh = deriver.events_since(sent)
                     derive_s += time.perf_counter() - t0
                     if fresh:
@@ -572,16 +581,30 @@ class GraphStore:
         rows = deriver.finish()
         derive_s += time.perf_counter() - t0
         total = sent + cls._stage_rows(conn, batch_id, part, rows, chunk, skip=("stg_events",))
+        if with_keys:
+            cls._stage_keys(conn, batch_id, part, keys)
         timings["derive"] = derive_s
         timings["stage"] = time.perf_counter() - started - derive_s
         return rows, total
 
+    @staticmethod
+    def _stage_keys(conn: psycopg.Connection, batch_id: int, part: int, keys: Sequence[tuple[str, str]]) -> None:
+        """COPY the annotation keys into ``stg_event_keys`` as ``(batch_id, part)`` (migration 006). Rows of
+        this part from this or an earlier batch are removed first: leftovers of a batch whose enrich pass
+        never ran (a crash) do not pile up; a row removed under another writer only makes it derive."""
+        with conn.cursor() as cur:
+            cur.execute("DELETE FROM stg_event_keys WHERE part = %s AND batch_id <= %s", (part, batch_id))
+            if keys:
+                with cur.copy("COPY stg_event_keys (batch_id, part, event_hash, keys) FROM STDIN") as copy:
+                    for start in range(0, len(keys), 2000):
+                        copy.write(copy_text(f"{int(batch_id)}\t{int(part)}\t", keys[start:start + 2000]))
+
     @classmethod
     def stage_partition(cls, dsn: str | StoreSettings, batch_id: int, part: int,
-                        events: Sequence[StoredEvent]) -> int:
+                        events: Sequence[StoredEvent], with_keys: bool = False) -> int:
         """Derive ``events`` and COPY them into staging as ``(batch_id, part)``, replacing earlier rows of
         that pair (a retried task is idempotent). Own connection: callable on a Spark executor.
-        Returns the number of staged rows."""
+        Returns the number of staged rows. ``with_keys``: see :meth:`_derive_and_stage`."""
         settings = dsn if isinstance(dsn, StoreSettings) else StoreSettings(postgres_dsn=dsn)
         events = list(events)
         if not events:
@@ -592,7 +615,7 @@ class GraphStore:
             try:
                 with conn.transaction():
                     rows, total = cls._derive_and_stage(conn, batch_id, part, events,
-                                                        settings.store_copy_chunk_bytes, {})
+                                                        settings.store_copy_chunk_bytes, {}, with_keys)
             except psycopg.Error as exc:
                 raise StoreError(f"staging batch {batch_id} part {part} failed: {exc}", code="store.stage") from exc
             for source, exc in rows.rejected:

@@ -230,7 +230,8 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
                     if int(row.get("revision") or 0) > 0:
                         bump("recombined")
                 events.append(_stored(row))
-        staged = _store_module().GraphStore.stage_partition(config.dsn, batch_id, part, events)
+        staged = _store_module().GraphStore.stage_partition(config.dsn, batch_id, part, events,
+                                                            with_keys=config.publish_enriched)
         bump("staged", n=int(staged or 0))
         if made:
             made[0].flush()
@@ -255,15 +256,17 @@ def _lookup_connection(dsn: str) -> Any:
 def _enrich_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The enrich pass (after the merge): one enriched record per event new in the graph with this batch.
 
-    Per partition: derive the annotation keys of each accepted row (:func:`sink.annotations_lookup.event_keys`),
-    ONE look-up statement, then publish. Counts: ``enriched`` (records published), ``enriched_chunked``
-    (published in chunks), ``enriched_duplicates`` (rows whose event an earlier batch stored: no record),
-    ``enriched_unannotated`` (rows the store could not derive: published with null annotations).
+    Per partition: the annotation keys of each accepted row - staged by the staging pass
+    (``stg_event_keys``, :func:`sink.annotations_lookup.take_staged_keys`), else derived again
+    (:func:`sink.annotations_lookup.event_keys`) - then ONE look-up statement, then publish. Counts:
+    ``enriched`` (records published), ``enriched_chunked`` (published in chunks), ``enriched_duplicates``
+    (rows whose event an earlier batch stored: no record), ``enriched_unannotated`` (rows the store could
+    not derive: published with null annotations), ``enrich_keys_derived`` (keys not found staged).
     """
     @_profiled("enrich", batch_id)
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         from schemas.errors import EventValidationError
-        from sink.annotations_lookup import annotations, dumps, event_keys, lookup_partition
+        from sink.annotations_lookup import annotations, dumps, event_keys, lookup_partition, take_staged_keys
 
         from .publish import RecordPublisher, encode_record, enriched_record
 
@@ -273,23 +276,29 @@ def _enrich_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterat
             counts[(metric, "", "")] = counts.get((metric, "", ""), 0) + n
 
         rows: list[dict[str, Any]] = []
-        keys: list[Any] = []
         seen: set[str] = set()
         for batch in batches:
             for row in batch.to_pylist():
                 if row["status"] != "ok" or row["event_hash"] in seen:
                     continue
                 seen.add(row["event_hash"])
-                try:
-                    keys.append(event_keys(_stored(row)))
-                except Exception as exc:  # noqa: BLE001 - never fail the batch on one event: publish it bare
-                    if not isinstance(exc, EventValidationError):
-                        log.warning("annotation keys of %s[%s]@%s: %s", row.get("source_topic"),
-                                    row.get("source_partition"), row.get("source_offset"), exc)
-                    keys.append(None)   # unstorable (not in the graph): no annotations to look up
                 rows.append(row)
         if rows:
             with _lookup_connection(config.dsn) as conn:
+                staged = take_staged_keys(conn, batch_id, seen)
+                keys: list[Any] = []
+                for row in rows:
+                    k = staged.get(row["event_hash"])
+                    if k is None:
+                        bump("enrich_keys_derived")
+                        try:
+                            k = event_keys(_stored(row))
+                        except Exception as exc:  # noqa: BLE001 - never fail the batch on one event: publish it bare
+                            if not isinstance(exc, EventValidationError):
+                                log.warning("annotation keys of %s[%s]@%s: %s", row.get("source_topic"),
+                                            row.get("source_partition"), row.get("source_offset"), exc)
+                            k = None   # unstorable (not in the graph): no annotations to look up
+                    keys.append(k)
                 found = lookup_partition(conn, batch_id, [k for k in keys if k is not None])
             publisher = RecordPublisher(config.kafka_conf)
             for row, k in zip(rows, keys, strict=True):
