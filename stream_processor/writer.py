@@ -447,9 +447,9 @@ class GraphBatchWriter:
         if enrich and any(k[0] == "staged" and v for k, v in counts.items()):
             self._run_pass("enrich", df, _enrich_and_publish(self.config, batch_id), counts)
         t3 = time.time()
-        self.retrier.call("parquet", lambda: self._write_parquet(batch_id))
+        changed = self.retrier.call("parquet", lambda: self._write_parquet(batch_id))
         t4 = time.time()
-        self._publish_graph_async(batch_id)
+        self._publish_graph_async(batch_id, changed)
         now = time.time()
         report = BatchReport(batch_id, result, counts, committed_at=t2, duration_seconds=now - started,
                              timings={"stage": t1 - started, "merge": t2 - t1, "enrich": t3 - t2,
@@ -457,17 +457,18 @@ class GraphBatchWriter:
         if self.on_batch is not None:
             self.on_batch(report)
 
-    def _write_parquet(self, batch_id: int) -> None:
+    def _write_parquet(self, batch_id: int) -> dict[str, Any] | None:
+        """Export the rows ``batch_id`` changed to the Parquet tables; returns them (Arrow tables by name) for
+        the graph publication of the same batch, which then does not read them from PostgreSQL again."""
         if not self.settings.parquet_dir:
-            return
-        try:
-            from sink.parquet import ParquetGraphStore
-        except ImportError:  # TODO: sink/parquet.py not written yet
-            log.warning("sink.parquet is not available; Parquet graph not written")
-            return
-        ParquetGraphStore(self.settings.parquet_dir).write_from_postgres(self.dsn, batch_id)
+            return None
+        from sink.parquet import ParquetGraphStore, changed_rows
 
-    def _publish_graph_async(self, batch_id: int | None) -> None:
+        tables = changed_rows(self.dsn, batch_id)
+        ParquetGraphStore(self.settings.parquet_dir).write_batch(batch_id, tables)
+        return tables
+
+    def _publish_graph_async(self, batch_id: int | None, changed: dict[str, Any] | None = None) -> None:
         """Publish the graph changes of ``batch_id`` - and first of every committed batch not yet published
         (``None``: only those) - on a background thread, overlapping the next batch.
 
@@ -483,7 +484,7 @@ class GraphBatchWriter:
             self._graph_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="graph-publish")
         self.flush_graph()
         self._graph_future = self._graph_pool.submit(self.retrier.call, "graph",
-                                                     lambda: self.publish_pending_graph(batch_id))
+                                                     lambda: self.publish_pending_graph(batch_id, changed))
 
     def flush_graph(self) -> None:
         """Wait for the outstanding graph publication (raises its error)."""
@@ -491,10 +492,11 @@ class GraphBatchWriter:
         if future is not None:
             future.result()
 
-    def publish_pending_graph(self, batch_id: int | None = None) -> list[int]:
+    def publish_pending_graph(self, batch_id: int | None = None, changed: dict[str, Any] | None = None) -> list[int]:
         """Publish every committed batch after the ``graph`` mark (and ``batch_id``); returns the batches published.
 
-        Each batch's changes are delivered (flushed) before the mark moves past it.
+        Each batch's changes are delivered (flushed) before the mark moves past it. ``changed``: the rows
+        ``batch_id`` changed, as the Parquet export read them (else they are read here).
         """
         import psycopg
 
@@ -508,7 +510,7 @@ class GraphBatchWriter:
             if batch_id is not None:
                 pending.append(batch_id)
             for b in pending:
-                self._publish_graph(b)
+                self._publish_graph(b, changed if b == batch_id else None)
                 conn.execute(
                     "INSERT INTO lineage_publications AS p (stream, last_batch_id) VALUES ('graph', %s) "
                     "ON CONFLICT (stream) DO UPDATE SET last_batch_id = greatest(p.last_batch_id, EXCLUDED.last_batch_id),"
@@ -517,15 +519,13 @@ class GraphBatchWriter:
             log.info("graph changes of batch(es) %s published", pending)
         return pending
 
-    def _publish_graph(self, batch_id: int) -> None:
-        try:
-            from sink.parquet import changed_rows
-        except ImportError:
-            return
+    def _publish_graph(self, batch_id: int, changed: dict[str, Any] | None = None) -> None:
+        from sink.parquet import changed_rows
+
         from .publish import RecordPublisher, encode_record, graph_change
 
         publisher = RecordPublisher(self.settings.kafka_config())
-        tables = changed_rows(self.dsn, batch_id)
+        tables = changed if changed is not None else changed_rows(self.dsn, batch_id)
         for table, arrow_table in tables.items():
             for row in arrow_table.to_pylist():
                 row_id = str(row.get("id") or next((v for k, v in row.items() if k.endswith("_id")), ""))
