@@ -53,6 +53,11 @@ def build_spark_session(app_name: str = "lineage-processor", master: str | None 
     )
     if local_dir:
         builder = builder.config("spark.local.dir", local_dir)
+    event_log = os.environ.get("LINEAGE_SPARK_EVENT_LOG")
+    if event_log:   # Spark's event log, for benchmarks/spark_timeline.py (where a micro-batch's time goes)
+        os.makedirs(event_log, exist_ok=True)
+        builder = (builder.config("spark.eventLog.enabled", "true").config("spark.eventLog.compress", "false")
+                   .config("spark.eventLog.dir", "file://" + os.path.abspath(event_log)))
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
