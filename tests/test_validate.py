@@ -100,6 +100,7 @@ def test_event_time_is_rewritten_to_utc_microseconds(raw: str, expected: str) ->
     "2024-05-01T12:00:00", "2024-05-01T12:00:00.123", "2024-05-01", "yesterday", "", "2023-02-29T00:00:00Z",
     "2024-13-01T00:00:00Z", "2024-05-01T25:00:00Z", "2024-05-01T12:00:00+24:00", "0001-01-01T00:00:00+01:00",
     "2024-05-01T12:00Z", 1714564800, None, "２０２４-05-01T12:00:00Z",
+    "1941-01-01T00:00:00+05:53:20",   # an offset with seconds (isoformat() of a local mean time): not RFC 3339
 ])
 def test_bad_or_naive_event_time_is_rejected(raw: Any) -> None:
     msg = fails(run_event(eventTime=raw), "eventTime", "validation.event_time")
