@@ -76,7 +76,8 @@ def build_stream(spark: Any, settings: ProcessorSettings, source: Any = None) ->
 
     decoded = source.mapInArrow(decode, DECODED_SCHEMA)
     deduped = dedupe_within_window(decoded, settings.dedupe_window_seconds)
-    return recombine_self_parts(deduped, settings.recombine_quiet_seconds, settings.recombine_state_ttl_seconds)
+    return recombine_self_parts(deduped, settings.recombine_quiet_seconds, settings.recombine_state_ttl_seconds,
+                                settings.shuffle_partitions)
 
 
 def start_query(spark: Any, settings: ProcessorSettings, writer: Any, available_now: bool = False,

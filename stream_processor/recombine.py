@@ -27,6 +27,7 @@ from typing import Any
 import pandas as pd
 
 __all__ = ["recombine_self_parts", "merge_parts", "RECOMBINED_SCHEMA", "STATE_SCHEMA", "group_key_column",
+           "balanced_plain_labels",
            "recombine_group", "recombine_self_parts_batch", "plain_rows_batch", "self_parts_batch",
            "self_group_key"]
 
@@ -47,14 +48,43 @@ RECOMBINED_SCHEMA = _recombined_schema()
 _COLUMNS = [c.strip().split(" ")[0] for c in RECOMBINED_SCHEMA.split(", ") if not c.strip().startswith(("key:", "value:"))]
 
 
-def group_key_column() -> Any:
-    """``self\\x1f<runId>\\x1f<eventType>`` for `$self` parts, ``plain:<bucket>`` otherwise."""
+def group_key_column(plain_labels: list[str] | None = None) -> Any:
+    """``self\\x1f<runId>\\x1f<eventType>`` for `$self` parts, a plain bucket's label otherwise: one of
+    ``plain_labels`` (:func:`balanced_plain_labels`) or, without them, ``plain:<0..PLAIN_BUCKETS-1>``."""
     from pyspark.sql import functions as F
 
+    if plain_labels:
+        index = F.pmod(F.xxhash64("event_hash"), F.lit(len(plain_labels))) + 1
+        plain = F.element_at(F.array(*[F.lit(label) for label in plain_labels]), index.cast("int"))
+    else:
+        plain = F.concat(F.lit("plain:"), F.pmod(F.xxhash64("event_hash"), F.lit(PLAIN_BUCKETS)).cast("string"))
     return (F.when(F.col("has_self") & (F.col("status") == "ok"),
                    F.concat_ws("\x1f", F.lit("self"), F.col("run_id"), F.col("event_type")))
-             .otherwise(F.concat(F.lit("plain:"),
-                                 F.pmod(F.xxhash64("event_hash"), F.lit(PLAIN_BUCKETS)).cast("string"))))
+             .otherwise(plain))
+
+
+def balanced_plain_labels(spark: Any, partitions: int, per_partition: int = PLAIN_BUCKETS // 2) -> list[str]:
+    """Plain bucket labels (``plain:<n>``) that Spark's hash partitioning spreads evenly: ``per_partition``
+    labels for each of the ``partitions`` shuffle partitions, interleaved.
+
+    The stateful operator's shuffle places a group by ``pmod(murmur3(group_key), partitions)``. With the
+    labels ``plain:0..7`` that split was left to chance: measured 1.7 s against 2.2 s of work in the two tasks
+    of a 5,000-event batch, and the enrich pass inherits the split. ``F.hash`` is the same Murmur3 (seed 42)
+    as the partitioner, so one small local job picks labels that land evenly. Falls back to ``plain:0..7``
+    if the candidates do not cover every partition. Plain rows keep no state, so the labels may change
+    between runs of a checkpoint.
+    """
+    from pyspark.sql import functions as F
+
+    partitions = max(int(partitions), 1)
+    candidates = [f"plain:{i}" for i in range(partitions * per_partition * 16)]
+    found: dict[int, list[str]] = {p: [] for p in range(partitions)}
+    frame = spark.createDataFrame([(c,) for c in candidates], "k string")
+    for row in frame.select("k", F.pmod(F.hash("k"), F.lit(partitions)).alias("p")).collect():
+        found[int(row["p"])].append(row["k"])
+    if any(len(found[p]) < per_partition for p in found):
+        return [f"plain:{i}" for i in range(PLAIN_BUCKETS)]
+    return [found[p][i] for i in range(per_partition) for p in range(partitions)]
 
 
 def _union(items: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -141,12 +171,15 @@ def _make_func(quiet_ms: int, ttl_ms: int) -> Any:
     return recombine
 
 
-def recombine_self_parts(df: Any, quiet_seconds: float, state_ttl_seconds: float) -> Any:
-    """Apply the recombination to ``df`` (decoded, deduplicated rows); returns ``RECOMBINED_SCHEMA`` rows."""
+def recombine_self_parts(df: Any, quiet_seconds: float, state_ttl_seconds: float,
+                         shuffle_partitions: int | None = None) -> Any:
+    """Apply the recombination to ``df`` (decoded, deduplicated rows); returns ``RECOMBINED_SCHEMA`` rows.
+    ``shuffle_partitions``: the query's, to spread the plain buckets evenly (:func:`balanced_plain_labels`)."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     func = _make_func(max(int(quiet_seconds * 1000), 1), max(int(state_ttl_seconds * 1000), 1))
-    return (df.withColumn("group_key", group_key_column())
+    labels = balanced_plain_labels(df.sparkSession, shuffle_partitions) if shuffle_partitions else None
+    return (df.withColumn("group_key", group_key_column(labels))
               .groupBy("group_key")
               .applyInPandasWithState(func, RECOMBINED_SCHEMA, STATE_SCHEMA, "append",
                                       GroupStateTimeout.ProcessingTimeTimeout))

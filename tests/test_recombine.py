@@ -71,3 +71,17 @@ def test_parts_straddling_batches_then_a_late_part(spark, kafka_bootstrap, topic
                                         idle_timeout_seconds=15)]
     assert all(isinstance(r, EnrichedRecord) for r in enriched)
     assert sorted((r.run_id == run_id, r.revision) for r in enriched) == [(False, 0), (True, 1), (True, 2)]
+
+
+@pytest.mark.parametrize("partitions", [2, 3])
+def test_plain_bucket_labels_land_evenly_on_the_shuffle_partitions(spark, partitions):
+    """The labels balanced_plain_labels picks are spread evenly by Spark's own hash partitioner."""
+    from pyspark.sql import functions as F
+
+    from stream_processor.recombine import balanced_plain_labels
+
+    labels = balanced_plain_labels(spark, partitions, per_partition=4)
+    assert len(labels) == len(set(labels)) == 4 * partitions
+    placed = (spark.createDataFrame([(label,) for label in labels], "k string")
+              .repartition(partitions, "k").groupBy(F.spark_partition_id().alias("p")).count().collect())
+    assert sorted(r["count"] for r in placed) == [4] * partitions
