@@ -229,7 +229,7 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
         say(f"raw limits: {results}")
 
         def settings(topic: str, name: str, **extra: Any) -> ProcessorSettings:
-            return ProcessorSettings(**extra,bootstrap_servers=bootstrap, postgres_dsn=dsn, topic_events=topic,
+            return ProcessorSettings(**extra, bootstrap_servers=bootstrap, postgres_dsn=dsn, topic_events=topic,
                                      topic_enriched=topics["enriched"], topic_graph=topics["graph"],
                                      topic_dlq=topics["dlq"], checkpoint_dir=str(work / f"ck-{name}"),
                                      parquet_dir=str(work / "parquet"), trigger_interval_seconds=0.5,

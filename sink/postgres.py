@@ -116,6 +116,13 @@ def copy_text(prefix: str, rows: Sequence[tuple[Any, ...]]) -> str:
     return out.getvalue()
 
 
+def _copy_staged(cur: Any, table: str, columns: Sequence[str], prefix: str, rows: Sequence[tuple[Any, ...]]) -> None:
+    """COPY ``rows`` into the staging table ``table`` after its ``batch_id, part`` columns (given as ``prefix``)."""
+    with cur.copy(f"COPY {table} (batch_id, part, {', '.join(columns)}) FROM STDIN") as copy:
+        for start in range(0, len(rows), 2000):
+            copy.write(copy_text(prefix, rows[start:start + 2000]))
+
+
 # ------------------------------------------------------------------------------------------------ SQL
 
 _C = '"C"'
@@ -534,9 +541,7 @@ class GraphStore:
                 if not data:
                     continue
                 total += len(data)
-                with cur.copy(f"COPY {table} (batch_id, part, {', '.join(columns)}) FROM STDIN") as copy:
-                    for start in range(0, len(data), 2000):
-                        copy.write(copy_text(prefix, data[start:start + 2000]))
+                _copy_staged(cur, table, columns, prefix, data)
         return total
 
     @classmethod
@@ -595,9 +600,7 @@ class GraphStore:
         with conn.cursor() as cur:
             cur.execute("DELETE FROM stg_event_keys WHERE part = %s AND batch_id <= %s", (part, batch_id))
             if keys:
-                with cur.copy("COPY stg_event_keys (batch_id, part, event_hash, keys) FROM STDIN") as copy:
-                    for start in range(0, len(keys), 2000):
-                        copy.write(copy_text(f"{int(batch_id)}\t{int(part)}\t", keys[start:start + 2000]))
+                _copy_staged(cur, "stg_event_keys", ("event_hash", "keys"), f"{int(batch_id)}\t{int(part)}\t", keys)
 
     @classmethod
     def stage_partition(cls, dsn: str | StoreSettings, batch_id: int, part: int,

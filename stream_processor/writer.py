@@ -11,8 +11,9 @@ Per batch (one unit of work, keyed by ``batch_id``):
 3. executors, a second pass over the same (persisted) batch: the enriched records, each with the
    ``quality`` and ``provenance`` the graph now holds for its event (:func:`_enrich_and_publish`,
    :mod:`sink.annotations_lookup`), to ``openlineage.events.enriched``;
-4. driver: ``ParquetGraphStore(root).write_from_postgres(dsn, batch_id)``, then the graph changes of the
-   batch to ``openlineage.graph`` (key = row id) on a background thread (:meth:`GraphBatchWriter.flush_graph`);
+4. driver: the rows the batch changed (``sink.parquet.changed_rows``, read once) to Parquet, then the same rows as
+   the batch's graph changes to ``openlineage.graph`` (key = row id) on a background thread
+   (:meth:`GraphBatchWriter.flush_graph`);
 5. metrics from the count rows and the :class:`~sink.model.BatchResult`; ``BatchReport.timings`` has
    ``stage``, ``merge``, ``enrich``, ``parquet``, ``graph`` (seconds).
 
