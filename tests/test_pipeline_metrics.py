@@ -57,3 +57,36 @@ def test_batch_report_and_progress_reach_the_endpoint():
     assert samples[("lineage_end_to_end_latency_seconds_bucket", (("le", "2.0"),))] == 5
     assert samples[("lineage_state_rows", ())] == 7
     assert m.status_line() == "events in 5, rejected 2, duplicates 3, batches 1, lag 2"
+
+
+@pytest.mark.integration
+def test_listener_reads_progress_of_a_real_query(spark, tmp_path):
+    """The JSON bridge hands Spark's own progress events to the metrics: batch id, state rows of a
+    dedupe operator, and the duplicates it dropped."""
+    import time
+
+    from stream_processor.metrics import MetricsListener
+
+    m = ProcessorMetrics()
+    listener = MetricsListener(m)
+    spark.streams.addListener(listener)
+    try:
+        source = tmp_path / "in"
+        source.mkdir()
+        # 3 distinct values, one of them twice: the dedupe keeps 3 rows in state and drops 1
+        (source / "a.json").write_text("\n".join(json.dumps({"v": v, "ts": "2026-01-01T00:00:00Z"})
+                                                  for v in ("a", "b", "c", "a")))
+        df = (spark.readStream.schema("v string, ts timestamp").json(str(source))
+              .withWatermark("ts", "1 hour").dropDuplicates(["v", "ts"]))
+        query = (df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "ck"))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination(120)
+        deadline = time.time() + 30
+        while m.totals["state_duplicates"] < 1 and time.time() < deadline:
+            time.sleep(0.2)   # the listener bus delivers progress asynchronously
+    finally:
+        spark.streams.removeListener(listener)
+    assert m.totals["state_duplicates"] == 1
+    assert m.state_rows._value.get() == 3
+    assert m.batch_id._value.get() == query.lastProgress.batchId   # the last one (a no-data batch may follow)
+    assert listener.last_progress_at > 0
