@@ -123,6 +123,7 @@ class StreamHarness:
         self.metrics = ProcessorMetrics()
         self.reports: list[Any] = []
         self.query: Any = None
+        self.writer: Any = None
 
     def _on_batch(self, report: Any) -> None:
         self.reports.append(report)
@@ -132,7 +133,8 @@ class StreamHarness:
         from .pipeline import start_query
         from .writer import GraphBatchWriter
 
-        self.query = start_query(self.spark, self.settings, GraphBatchWriter(self.settings, on_batch=self._on_batch))
+        self.writer = GraphBatchWriter(self.settings, on_batch=self._on_batch)
+        self.query = start_query(self.spark, self.settings, self.writer)
         return self
 
     def drain(self, timeout_seconds: float = 180.0, extra_batches: int = 0) -> None:
@@ -180,6 +182,10 @@ class StreamHarness:
     def stop(self) -> None:
         if self.query is not None and self.query.isActive:
             self.query.stop()
+        if self.writer is not None:
+            # a graph publication still waiting for a PostgreSQL a failed test already dropped would
+            # keep the interpreter from exiting (its pool thread is joined at exit)
+            self.writer.cancel()
 
     def __enter__(self) -> StreamHarness:
         return self.start()

@@ -1,0 +1,73 @@
+"""The SparkSession's settings that the processor's performance depends on."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.mark.integration
+def test_checkpoints_use_the_rename_based_manager_and_rocksdb_changelogs(spark):
+    from stream_processor.session import FS_CHECKPOINT_MANAGERS
+
+    assert spark.conf.get("spark.sql.streaming.checkpointFileManagerClass") in FS_CHECKPOINT_MANAGERS
+    assert spark.conf.get("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled") == "true"
+
+
+@pytest.mark.integration
+def test_a_stateful_query_resumes_from_its_checkpoint(spark, tmp_path):
+    """With those settings a dedupe's state survives a restart: a value seen before the restart is a
+    duplicate after it."""
+    import json
+
+    source, out = tmp_path / "in", tmp_path / "out"
+    source.mkdir()
+
+    def run() -> None:
+        df = (spark.readStream.schema("v string, ts timestamp").json(str(source))
+              .withWatermark("ts", "1 hour").dropDuplicates(["v", "ts"]))
+        q = (df.writeStream.format("json").option("path", str(out))
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+        q.awaitTermination(120)
+
+    (source / "1.json").write_text("\n".join(json.dumps({"v": v, "ts": "2026-01-01T00:00:00Z"}) for v in "ab"))
+    run()
+    (source / "2.json").write_text("\n".join(json.dumps({"v": v, "ts": "2026-01-01T00:00:00Z"}) for v in "bc"))
+    run()
+    rows = sorted(r["v"] for r in spark.read.schema("v string, ts timestamp").json(str(out)).collect())
+    assert rows == ["a", "b", "c"]
+
+
+@pytest.mark.integration
+def test_python_workers_import_the_installed_pyspark(spark):
+    """Workers forked from stream_processor.spark_daemon have no pyspark / py4j zip on sys.path."""
+    import pyarrow as pa
+
+    def zips(batches):
+        import sys
+
+        for _ in batches:
+            found = [p for p in sys.path if p.endswith(".zip") and ("pyspark" in p or "py4j" in p)]
+            yield pa.RecordBatch.from_arrays([pa.array([len(found)], pa.int32())], ["zips"])
+
+    assert spark.conf.get("spark.python.daemon.module") == "stream_processor.spark_daemon"
+    rows = spark.range(2, numPartitions=2).mapInArrow(zips, "zips int").collect()
+    assert [r["zips"] for r in rows] == [0, 0]
+
+
+@pytest.mark.unit
+def test_zips_stay_when_pyspark_is_not_installed_beside_them(monkeypatch, tmp_path):
+    import sys
+
+    from stream_processor.spark_daemon import use_installed_pyspark
+
+    zip_path = str(tmp_path / "pyspark.zip")
+    monkeypatch.setattr(sys, "path", [zip_path, str(tmp_path / "empty")])
+    assert use_installed_pyspark() == []
+    assert sys.path[0] == zip_path
+    (tmp_path / "site" / "pyspark").mkdir(parents=True)
+    (tmp_path / "site" / "pyspark" / "__init__.py").write_text("")
+    (tmp_path / "site" / "py4j").mkdir()
+    (tmp_path / "site" / "py4j" / "__init__.py").write_text("")
+    monkeypatch.setattr(sys, "path", [zip_path, str(tmp_path / "site")])
+    assert use_installed_pyspark() == [zip_path]
+    assert sys.path == [str(tmp_path / "site")]
