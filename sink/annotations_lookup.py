@@ -193,5 +193,7 @@ def lookup_partition(conn: Any, batch_id: int, keys: Sequence[EventKeys]) -> Fou
 
 
 def dumps(value: Sequence[Mapping[str, Any]]) -> str:
-    """Compact JSON text of an annotation array."""
-    return json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
+    """Compact JSON text of an annotation array (keys sorted, ``str()`` of datetimes)."""
+    from .fastjson import dumps_sorted
+
+    return dumps_sorted(value)

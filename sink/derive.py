@@ -56,10 +56,8 @@ Rules (the store's contract; tests/test_derive.py pins them):
 
 from __future__ import annotations
 
-import functools
 import gc
 import hashlib
-import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -70,6 +68,11 @@ from schemas.errors import EventValidationError
 from schemas.identity import canonical_json
 
 from . import ids
+from .fastjson import HAVE_ORJSON
+from .fastjson import OrjsonError as _OrjsonError
+from .fastjson import dumps_compact as _dumps
+from .fastjson import json_compact as _json_dumps
+from .fastjson import orjson_key as _orjson_dumps
 from .model import StoredEvent
 
 __all__ = [
@@ -126,39 +129,6 @@ _SENSITIVITY = (
     ("public", ("PUBLIC",)),
 )
 
-
-#: Compact JSON text, byte-exact where a hash depends on it (``fields_hash``).
-_json_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-
-try:  # optional fast path: orjson (C) is ~10x faster than the json module on the event payloads
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - the json module is the reference implementation
-    _orjson = None
-
-
-if _orjson is not None:
-    #: Values the json module would refuse or write differently (datetimes, dataclasses) and subclasses of
-    #: str/int/dict/list are passed through by orjson, i.e. refused, so the json module decides them.
-    _ORJSON_OPTIONS = _orjson.OPT_PASSTHROUGH_DATETIME | _orjson.OPT_PASSTHROUGH_DATACLASS \
-        | _orjson.OPT_PASSTHROUGH_SUBCLASS
-
-    _orjson_dumps = functools.partial(_orjson.dumps, option=_ORJSON_OPTIONS)
-
-    _OrjsonError = _orjson.JSONEncodeError
-
-    def _dumps(value: Any) -> str:
-        """JSON text of ``value`` for a jsonb column (equal as jsonb to the json module's text).
-
-        orjson writes the same compact, non-ASCII-escaped text for the str/int/float/bool/None/list/dict
-        values of validated events; what it refuses (non-str keys, integers beyond 64 bits, lone
-        surrogates) falls back to the json module, so the stored value is never altered.
-        """
-        try:
-            return _orjson_dumps(value).decode("utf-8")
-        except _OrjsonError:
-            return _json_dumps(value)
-else:  # pragma: no cover
-    _dumps = _json_dumps
 
 def _event_text(stored: StoredEvent) -> str:
     """``lineage_events.payload``: the canonical JSON text of the event (the text ``event_hash`` hashes),
@@ -353,7 +323,7 @@ def _schema_of(facets: Mapping[str, Any]) -> tuple[list[dict[str, Any]] | None, 
         fields = _schema_fields(facets)
         return fields, _dumps(fields) if fields is not None else None, _fields_hash(fields)
 
-    if _orjson is not None and isinstance(facet, dict) and isinstance(facet.get("fields"), list):
+    if HAVE_ORJSON and isinstance(facet, dict) and isinstance(facet.get("fields"), list):
         try:
             key = _orjson_dumps(facet["fields"])
         except _OrjsonError:
@@ -382,7 +352,7 @@ def _column_lineage(facets: Mapping[str, Any]) -> tuple[dict[str, list[tuple[str
     [(ns, name, tokens)] dataset-level entries). Memoised by the facet's JSON text (a job's facet repeats
     run after run); callers only read the result."""
     facet = facets.get("columnLineage")
-    if _orjson is None or not isinstance(facet, dict):
+    if not HAVE_ORJSON or not isinstance(facet, dict):
         return _parse_column_lineage(facet)
     try:
         key = _orjson_dumps(facet)

@@ -41,7 +41,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -56,6 +55,7 @@ from schemas.errors import EventValidationError, StoreError
 from . import ids
 from .annotate import facts_from_row, quality_annotation
 from .derive import STAGING_COLUMNS, BatchDeriver, GraphRows, _dumps
+from .fastjson import loads as _loads
 from .migrate import apply_migrations
 from .model import BatchResult, StoredEvent
 from .settings import StoreSettings
@@ -65,27 +65,6 @@ __all__ = ["GraphStore"]
 log = logging.getLogger(__name__)
 
 _BATCH_LOCK_CLASS = 0x4C49  # "LI": pg_advisory_xact_lock(class, batch_id % 2^31)
-try:  # optional fast path for the quality step's jsonb values (see _loads)
-    import orjson as _orjson
-except ImportError:  # pragma: no cover
-    _orjson = None
-
-#: Integers orjson would turn into floats (beyond 64 bits) or numbers it refuses: parsed by the json module.
-_WIDE_NUMBER = re.compile(rb"[0-9]{19}|[eE][+-]?[0-9]{3}")
-
-
-def _loads(data: Any) -> Any:
-    """``json.loads`` of a jsonb value, through orjson when that gives the identical value."""
-    if isinstance(data, memoryview):
-        data = bytes(data)
-    if _orjson is not None and not _WIDE_NUMBER.search(data):
-        try:
-            return _orjson.loads(data)
-        except _orjson.JSONDecodeError:  # pragma: no cover - PostgreSQL jsonb text is valid JSON
-            pass
-    return json.loads(data)
-
-
 #: Events derived per write to the open ``stg_events`` COPY (:meth:`GraphStore._derive_and_stage`).
 _STREAM_EVENTS = 250
 _ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})

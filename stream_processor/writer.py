@@ -65,7 +65,6 @@ re-runs that pass (staging replaces ``(batch_id, part)``; published records are 
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -242,7 +241,9 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
 
 
 def _stored(row: dict[str, Any]) -> StoredEvent:
-    return StoredEvent(event=json.loads(row["event_json"]), event_hash=row["event_hash"],
+    from sink.fastjson import loads
+
+    return StoredEvent(event=loads(row["event_json"]), event_hash=row["event_hash"],
                        source=f"{row['source_topic']}[{row['source_partition']}]@{row['source_offset']}",
                        revision=int(row.get("revision") or 0), text=row["event_json"])
 
