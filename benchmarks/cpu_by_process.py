@@ -1,0 +1,126 @@
+"""CPU seconds per kind of process while a command runs: ``python benchmarks/cpu_by_process.py -- CMD...``.
+
+Throughput on the shared 2-core machine drifts by 2x between runs (docs/ARCHITECTURE.md, "Finding where
+the time goes"); the CPU each part of the processor burns is steadier evidence of what a change did. Every
+``--interval`` seconds this reads ``/proc/<pid>/stat`` of every process on the machine, remembers each
+process's last cumulative CPU time and its kind, and at the end prints, per kind, the CPU used while the
+command ran (processes that start and end between two samples are missed: keep the interval short).
+
+Kinds, from the command line: ``jvm`` (java, the Spark driver), ``spark-python`` (Python workers and
+daemons, whatever the daemon module), ``spark-source-runner`` (the Python streaming source's planner),
+``postgres``, ``broker`` (tansu), ``driver`` (the command's own Python process), ``python`` (other
+Python), ``other``.
+
+Output: a table, and with ``--json FILE`` ``{"wall_seconds", "cpu_seconds": {kind: s}}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+__all__ = ["classify", "cpu_seconds", "main"]
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def classify(cmdline: str, driver_pid: int | None = None, pid: int | None = None) -> str:
+    """The kind of a process from its NUL-free command line."""
+    if pid is not None and pid == driver_pid:
+        return "driver"
+    argv0 = cmdline.split(" ", 1)[0]
+    if argv0.endswith("/java") or argv0 == "java":
+        return "jvm"
+    if "python_streaming_source_runner" in cmdline:
+        return "spark-source-runner"
+    if "pyspark.worker" in cmdline or "pyspark.daemon" in cmdline or "spark_daemon" in cmdline \
+            or "pyspark.sql.worker" in cmdline:
+        return "spark-python"
+    if "postgres" in argv0 or "postgres:" in cmdline:
+        return "postgres"
+    if "tansu" in cmdline:
+        return "broker"
+    if "python" in argv0:
+        return "python"
+    return "other"
+
+
+def _snapshot() -> dict[int, float]:
+    out: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(entry)] = (int(fields[11]) + int(fields[12])) / _TICKS   # utime + stime
+    return out
+
+
+def _cmdline(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return None
+
+
+def cpu_seconds(argv: list[str], interval: float = 0.25) -> tuple[float, dict[str, float], int]:
+    """Run ``argv``; returns (wall seconds, CPU seconds per kind, exit code)."""
+    start = _snapshot()
+    last = dict(start)
+    kinds: dict[int, str] = {}
+    began = time.time()
+    proc = subprocess.Popen(argv)
+
+    def note(pid: int) -> None:
+        # a process is classified when first seen, and again while it still looks like a launcher
+        # (spark-submit is a bash script that execs java)
+        if kinds.get(pid) in (None, "other", "python"):
+            cmd = _cmdline(pid)
+            if cmd is not None:
+                kinds[pid] = classify(cmd, proc.pid, pid)
+
+    while proc.poll() is None:
+        time.sleep(interval)
+        for pid, value in _snapshot().items():
+            note(pid)
+            last[pid] = value
+    wall = time.time() - began
+    totals: dict[str, float] = {}
+    for pid, value in last.items():
+        used = value - start.get(pid, 0.0)
+        if used > 0:
+            kind = kinds.get(pid, "other")
+            totals[kind] = totals.get(kind, 0.0) + used
+    return wall, totals, proc.returncode
+
+
+def main(args: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--interval", type=float, default=0.25)
+    parser.add_argument("--json", dest="json_file")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    ns = parser.parse_args(args)
+    command = ns.command[1:] if ns.command[:1] == ["--"] else ns.command
+    if not command:
+        parser.error("no command (put it after --)")
+    wall, totals, code = cpu_seconds(command, ns.interval)
+    print(f"{'wall':>22}: {wall:8.1f} s")
+    for kind, value in sorted(totals.items(), key=lambda kv: -kv[1]):
+        print(f"{kind:>22}: {value:8.1f} CPU-s")
+    if ns.json_file:
+        with open(ns.json_file, "w") as f:
+            json.dump({"wall_seconds": round(wall, 2), "cpu_seconds": {k: round(v, 2) for k, v in totals.items()},
+                       "exit_code": code}, f, indent=2)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""benchmarks/cpu_by_process.py: CPU seconds per kind of process while a command runs."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from benchmarks.cpu_by_process import classify, cpu_seconds, main
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(("cmdline", "kind"), [
+    ("/usr/lib/jvm/java-17-openjdk-amd64/bin/java -cp x org.apache.spark.deploy.SparkSubmit", "jvm"),
+    ("/usr/bin/python -m pyspark.daemon pyspark.worker", "spark-python"),
+    ("/usr/bin/python -m stream_processor.spark_daemon pyspark.sql.worker.plan_data_source_read", "spark-python"),
+    ("/usr/bin/python -m pyspark.sql.streaming.python_streaming_source_runner", "spark-source-runner"),
+    ("/x/pginstall/bin/postgres -D /tmp/data -p 5432", "postgres"),
+    ("postgres: root test 127.0.0.1(5000) idle", "postgres"),
+    ("/x/bin/tansu broker --listener-url tcp://127.0.0.1:9092", "broker"),
+    ("/usr/bin/python3 /usr/bin/lineage demo", "python"),
+    ("redis-server 127.0.0.1:6379", "other"),
+])
+def test_classify(cmdline, kind):
+    assert classify(cmdline) == kind
+
+
+def test_the_commands_own_cpu_is_counted_as_driver(tmp_path):
+    # busy for 0.5 s of its own CPU time (not wall time), then exit 3
+    burn = "import sys, time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass\nsys.exit(3)"
+    wall, totals, code = cpu_seconds([sys.executable, "-c", burn], interval=0.05)
+    assert code == 3
+    assert totals.get("driver", 0) >= 0.3
+    out = tmp_path / "cpu.json"
+    assert main(["--json", str(out), "--", sys.executable, "-c", "pass"]) == 0
+    assert set(json.loads(out.read_text())) == {"wall_seconds", "cpu_seconds", "exit_code"}
