@@ -33,6 +33,7 @@ from typing import Any
 
 from . import ids
 from .derive import STAGING_COLUMNS, derive_event
+from .fastjson import dumps_sorted
 from .model import StoredEvent
 
 __all__ = ["EventKeys", "OutputVersion", "FoundAnnotations", "event_keys", "keys_from_rows", "keys_to_text",
@@ -194,6 +195,4 @@ def lookup_partition(conn: Any, batch_id: int, keys: Sequence[EventKeys]) -> Fou
 
 def dumps(value: Sequence[Mapping[str, Any]]) -> str:
     """Compact JSON text of an annotation array (keys sorted, ``str()`` of datetimes)."""
-    from .fastjson import dumps_sorted
-
     return dumps_sorted(value)

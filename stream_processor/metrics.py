@@ -139,8 +139,8 @@ def _listener_base() -> type:
     return StreamingQueryListener
 
 
-class _JsonListenerBridge:
-    """The Java side of a Python ``StreamingQueryListener`` that converts a progress event from its JSON.
+def _json_bridge_class() -> type:
+    """PySpark's Java-side listener bridge with ``onQueryProgress`` converted from the event's JSON.
 
     PySpark's own bridge builds ``StreamingQueryProgress`` with ``fromJObject``: one py4j round trip per
     field, map entry and operator, and the py4j look-ups behind them search every jar on the classpath.
@@ -149,36 +149,17 @@ class _JsonListenerBridge:
     2.9 ms for one ``progress().json()`` call parsed with ``StreamingQueryProgress.fromJson``.
     The events handed to the Python listener are the same classes with the same fields.
     """
+    from pyspark.sql.streaming.listener import JStreamingQueryListener, QueryProgressEvent
 
-    def __init__(self, pylistener: Any) -> None:
-        self.pylistener = pylistener
+    class JsonListenerBridge(JStreamingQueryListener):
+        def onQueryProgress(self, jevent: Any) -> None:  # noqa: N802 - the Java interface's name
+            self.pylistener.onQueryProgress(QueryProgressEvent.fromJson({"progress": json.loads(jevent.progress().json())}))
 
-    def onQueryStarted(self, jevent: Any) -> None:  # noqa: N802 - Java interface names
-        from pyspark.sql.streaming.listener import QueryStartedEvent
-
-        self.pylistener.onQueryStarted(QueryStartedEvent.fromJObject(jevent))
-
-    def onQueryProgress(self, jevent: Any) -> None:  # noqa: N802
-        from pyspark.sql.streaming.listener import QueryProgressEvent
-
-        self.pylistener.onQueryProgress(QueryProgressEvent.fromJson({"progress": json.loads(jevent.progress().json())}))
-
-    def onQueryIdle(self, jevent: Any) -> None:  # noqa: N802
-        from pyspark.sql.streaming.listener import QueryIdleEvent
-
-        self.pylistener.onQueryIdle(QueryIdleEvent.fromJObject(jevent))
-
-    def onQueryTerminated(self, jevent: Any) -> None:  # noqa: N802
-        from pyspark.sql.streaming.listener import QueryTerminatedEvent
-
-        self.pylistener.onQueryTerminated(QueryTerminatedEvent.fromJObject(jevent))
-
-    class Java:
-        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
+    return JsonListenerBridge
 
 
 class MetricsListener(_listener_base()):  # type: ignore[misc]
-    """Feeds :class:`ProcessorMetrics` from Spark's query progress events (through :class:`_JsonListenerBridge`)."""
+    """Feeds :class:`ProcessorMetrics` from Spark's query progress events (through :func:`_json_bridge_class`)."""
 
     @property
     def _jlistener(self) -> Any:
@@ -186,7 +167,7 @@ class MetricsListener(_listener_base()):  # type: ignore[misc]
         from pyspark import SparkContext
 
         if getattr(self, "_jlistener_obj", None) is None:
-            self._jlistener_obj = SparkContext._jvm.PythonStreamingQueryListenerWrapper(_JsonListenerBridge(self))
+            self._jlistener_obj = SparkContext._jvm.PythonStreamingQueryListenerWrapper(_json_bridge_class()(self))
         return self._jlistener_obj
 
     def __init__(self, metrics: ProcessorMetrics) -> None:

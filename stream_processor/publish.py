@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from schemas.errors import DeliveryError
+from sink.fastjson import dumps_sorted
 
 __all__ = ["encode_record", "dead_letter", "enriched_record", "graph_change", "RecordPublisher", "decode_record"]
 
@@ -92,8 +93,6 @@ def graph_change(table: str, row_id: str, payload: dict[str, Any] | None, batch_
 
     ``payload`` is the row as compact JSON with sorted keys (:func:`sink.fastjson.dumps_sorted`). Writing it
     with the json module was 8.6 of the driver's ~47 CPU-s in ``lineage bench --events 30000`` (py-spy)."""
-    from sink.fastjson import dumps_sorted
-
     return {"op": "upsert" if payload is not None else "delete", "table": table, "id": row_id,
             "payload": dumps_sorted(payload) if payload is not None else None,
             "batch_id": int(batch_id)}

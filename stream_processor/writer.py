@@ -71,6 +71,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from sink.fastjson import loads
 from sink.model import BatchResult, StoredEvent
 
 __all__ = ["GraphBatchWriter", "BatchReport", "WriterConfig", "COUNTS_SCHEMA"]
@@ -241,8 +242,6 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
 
 
 def _stored(row: dict[str, Any]) -> StoredEvent:
-    from sink.fastjson import loads
-
     return StoredEvent(event=loads(row["event_json"]), event_hash=row["event_hash"],
                        source=f"{row['source_topic']}[{row['source_partition']}]@{row['source_offset']}",
                        revision=int(row.get("revision") or 0), text=row["event_json"])
