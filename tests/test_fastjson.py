@@ -37,6 +37,16 @@ def test_loads_falls_back_where_orjson_would_differ(text):
     assert repr(loads(text)) == repr(json.loads(text))
 
 
+@settings(max_examples=500, deadline=None)
+@given(st.integers(min_value=-(10**18), max_value=10**18), st.integers(min_value=0, max_value=10**17),
+       st.integers(min_value=-400, max_value=400), st.sampled_from(["e{:+d}", "E{:d}"]))
+def test_loads_reads_exponent_numbers_as_the_json_module_does(whole, fraction, exponent, mark):
+    # no guard looks at exponents: orjson refuses an overflow (the json module then reads it) and must read
+    # everything else, subnormals and underflows to zero included, to the very float the json module reads
+    text = f"[{whole}.{fraction}{mark.format(exponent)}]"
+    assert repr(loads(text)) == repr(json.loads(text))
+
+
 def test_loads_reports_invalid_text_as_the_json_module_does():
     with pytest.raises(json.JSONDecodeError):
         loads("{not json")
