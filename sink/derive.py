@@ -50,6 +50,11 @@ Rules (the store's contract; tests/test_derive.py pins them):
 * **Tracing properties** (paper §3.4.4): job facet ``tracing`` overlaid by run facet
   ``transformTracing``, keys ``deterministic, reversible, privacy_preserving, generative, terminal``
   (camelCase accepted); kept on the job, the edges and the provenance records.
+* **Facets** are the producer's: one marked ``"_deleted": true`` (the spec's "delete this facet") is
+  ignored (``"_deleted": null``, as dbt writes it, is no deletion). Facet values bound for typed columns
+  are checked, never trusted, so one odd value cannot fail a whole batch's COPY: ``nominalTime`` times
+  must be ISO-8601 with an offset (stored in UTC, else left out), parent / root ``runId`` must be UUIDs
+  (else the run link is left out; the parent job is kept), counts must fit a bigint (else left out).
 * Text PostgreSQL cannot hold (NUL characters, lone surrogates) rejects the event
   (:class:`schemas.errors.EventValidationError` code ``validation.unstorable``): see :func:`check_storable`.
 """
@@ -66,6 +71,7 @@ from typing import Any
 
 from schemas.errors import EventValidationError
 from schemas.identity import canonical_json
+from schemas.validate import normalise_event_time
 
 from . import ids
 from .fastjson import HAVE_ORJSON
@@ -111,6 +117,8 @@ TERMINAL_STATES = frozenset({"COMPLETE", "FAIL", "ABORT"})
 #: Run state order: a state only replaces one of lower rank, or of equal rank and earlier event time.
 STATE_RANK = {"OTHER": 0, "START": 1, "RUNNING": 2, "COMPLETE": 3, "FAIL": 3, "ABORT": 3}
 
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_BIGINT = (-(2**63), 2**63 - 1)
 _EVO_NAME = re.compile(r"^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}):([^:/]+)$")
 _TYPE_MAP = {
     "TABLE": "table", "VIEW": "view", "MATERIALIZED_VIEW": "view", "STREAM": "stream", "TOPIC": "stream",
@@ -426,7 +434,7 @@ def _num(value: Any) -> int | None:
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int):
-        return value
+        return value if _BIGINT[0] <= value <= _BIGINT[1] else None
     if isinstance(value, float) and value == value and abs(value) < 9.2e18:
         return int(value)
     return None
@@ -438,7 +446,32 @@ def _all_facets(ds: Mapping[str, Any]) -> dict[str, Any]:
         part = ds.get(key)
         if isinstance(part, dict):
             out.update(part)
-    return out
+    return _live_facets(out)
+
+
+def _live_facets(facets: dict[str, Any]) -> dict[str, Any]:
+    """``facets`` without those marked ``"_deleted": true`` (spec: "set to true to delete a facet")."""
+    for value in facets.values():
+        if type(value) is dict and value.get("_deleted") is True:
+            return {k: v for k, v in facets.items() if not (type(v) is dict and v.get("_deleted") is True)}
+    return facets
+
+
+def _timestamp(value: Any) -> str | None:
+    """A facet's date-time (``nominalTime``) as UTC text for a ``timestamptz`` column, or None when it is not
+    an ISO-8601 date-time with an offset: facet content is the producer's, and one bad value must not fail
+    the COPY of a whole batch."""
+    if value is None:
+        return None
+    try:
+        return normalise_event_time(value, "nominalTime")
+    except EventValidationError:
+        return None
+
+
+def _run_ref(value: Any) -> str | None:
+    """A referenced runId (parent / root run facet) as a lower-case UUID, or None when it is not one."""
+    return value.lower() if isinstance(value, str) and _UUID.match(value) else None
 
 
 def _transformation_kind(sql: str | None, job_type_facet: Mapping[str, Any]) -> str:
@@ -598,7 +631,7 @@ class _Deriver:
                   run: Mapping[str, Any] | None, run_id: str | None) -> None:
         job_ns, job_name = str(job.get("namespace") or ""), str(job.get("name"))
         job_node = ids.job_id(job_ns, job_name)
-        job_facets = _obj(job, "facets")
+        job_facets = _live_facets(_obj(job, "facets"))
         run_facets = _obj(run, "facets")
         tracing = _tracing(job_facets, run_facets)
         jt = _obj(job_facets, "jobType")
@@ -625,22 +658,21 @@ class _Deriver:
             job_version = ids.job_version_id(job_node, source_type, source_url, source_version, sql)
             self.t["stg_job_versions"].append((job_version, job_node, source_type, source_url, git_commit, sql,
                                                time, time))
-        parent_run = parent_job = root_run = None
+        parent_run = parent_job = root_run = nominal_start = nominal_end = None
         if run is not None:
             parent_run, parent_job, root_run = self.parents(run_facets, time)
             state = str(event.get("eventType") or "OTHER").upper()
             nominal = _obj(run_facets, "nominalTime")
+            nominal_start, nominal_end = _timestamp(nominal.get("nominalStartTime")), _timestamp(
+                nominal.get("nominalEndTime"))
             err = _obj(run_facets, "errorMessage")
             self.t["stg_runs"].append((
                 run_id, job_node, job_version, state, STATE_RANK.get(state, 0), time,
                 time if state == "START" else None, time if state in TERMINAL_STATES else None,
-                nominal.get("nominalStartTime"), nominal.get("nominalEndTime"), err.get("message"),
+                nominal_start, nominal_end, err.get("message"),
                 parent_run, parent_job, root_run, event.get("producer"), False, time, time, time,
             ))
-        nominal_end = None
-        if run is not None:
-            nominal = _obj(run_facets, "nominalTime")
-            nominal_end = nominal.get("nominalEndTime") or nominal.get("nominalStartTime")
+        version_nominal_end = nominal_end or nominal_start
         agent = {"type": "job", "id": job_node, "name": job_name, "namespace": job_ns,
                  "owners": owners if isinstance(owners, list) else [], "producer": event.get("producer")}
         params: dict[str, Any] = {}
@@ -664,7 +696,7 @@ class _Deriver:
             version = _explicit_version(facets, name_version)
             if version is None and run_id and _has_quality(facets):
                 version = f"run:{run_id}"
-            vid = self.version_row(node, version, time, run_id, facets, nominal_end) if version else None
+            vid = self.version_row(node, version, time, run_id, facets, version_nominal_end) if version else None
             if run_id:
                 self.t["stg_run_io"].append((run_id, node, "input", vid, time))
                 self.provenance(event_hash, node, "input", "accessed", time, agent_json, read_json, facets,
@@ -678,7 +710,7 @@ class _Deriver:
             node, ns, name, name_version, facets = self.dataset(ds, time, True)
             version = _explicit_version(facets, name_version) or (
                 f"run:{run_id}" if run_id and event_type == "COMPLETE" else None)
-            vid = self.version_row(node, version, time, run_id, facets, nominal_end) if version else None
+            vid = self.version_row(node, version, time, run_id, facets, version_nominal_end) if version else None
             if run_id:
                 self.t["stg_run_io"].append((run_id, node, "output", vid, time))
             if run_id and event_type == "COMPLETE":
@@ -703,7 +735,7 @@ class _Deriver:
     def _placeholder_run(self, ref: Mapping[str, Any], time: str) -> tuple[str | None, str | None]:
         run = _obj(ref, "run")
         job = _obj(ref, "job")
-        run_id = str(run["runId"]).lower() if run.get("runId") else None
+        run_id = _run_ref(run.get("runId"))
         job_node = None
         if job.get("name") is not None:
             ns, name = str(job.get("namespace") or ""), str(job["name"])

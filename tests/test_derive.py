@@ -256,3 +256,57 @@ def test_fast_ids_equal_schemas_identity(parts):
     assert ids.dataset_id("n", "x") == identity.dataset_id("n", "x")
     assert ids.job_id("n", "x") == identity.job_id("n", "x")
     assert ids.job_edge_id("reads", "a", "b") == identity.edge_id("reads", "a", "b")
+
+
+# -- real producers' quirks (tests/test_real_producers.py runs their events end to end) --------------------
+
+
+@pytest.mark.unit
+def test_facet_values_unfit_for_typed_columns_are_left_out_not_fatal():
+    # an Airflow template's nominal time and a dbt template's parent runId left unfilled, a count beyond bigint:
+    # staged as they were, they failed the COPY of the whole batch (timestamptz, uuid, bigint columns)
+    rid = str(uuid.uuid4())
+    event = run_event("COMPLETE", T1, rid, inputs=[ds("a")],
+                      outputs=[{**ds("b"), "outputFacets": {"outputStatistics": {"rowCount": 2**63, "size": -(2**63)}}}],
+                      run_facets={"nominalTime": {"nominalStartTime": "{{ is_datetime(result) }}",
+                                                  "nominalEndTime": "2024-05-01T12:00:00+02:00"},
+                                  "parent": {"run": {"runId": "{{ any(result) }}"},
+                                             "job": {"namespace": "dbt", "name": "dbt-run"},
+                                             "root": {"run": {"runId": "scheduled__2024-05-01"},
+                                                      "job": {"namespace": "airflow", "name": "dag"}}}})
+    rows = derive_batch([stored(event)])
+    runs = {r["run_id"]: r for r in rows_of(rows, "stg_runs")}
+    assert list(runs) == [rid]                              # no placeholder run under a non-UUID id
+    run = runs[rid]
+    assert run["nominal_start"] is None and run["nominal_end"] == "2024-05-01T10:00:00.000000Z"
+    assert run["parent_run_id"] is None and run["root_run_id"] is None
+    assert run["parent_job_id"] == job_id("dbt", "dbt-run")
+    [version] = rows_of(rows, "stg_dataset_versions")
+    assert version["row_count"] is None and version["byte_count"] == -(2**63)
+    assert version["nominal_end"] == "2024-05-01T10:00:00.000000Z"
+    # a UUID in upper case is the same run as in lower case
+    upper = str(uuid.uuid4()).upper()
+    event = run_event("START", T1, rid, run_facets={"parent": {"run": {"runId": upper},
+                                                               "job": {"namespace": "dbt", "name": "dbt-run"}}})
+    [run] = [r for r in rows_of(derive_batch([stored(event)]), "stg_runs") if r["run_id"] == rid]
+    assert run["parent_run_id"] == upper.lower()
+
+
+@pytest.mark.unit
+def test_deleted_facets_are_ignored_and_null_deleted_is_not_a_deletion():
+    rid = str(uuid.uuid4())
+    # dbt writes "_deleted": null on every facet; "_deleted": true means "delete this facet" (spec)
+    out = ds("b", fields=["x"], documentation={"description": "gone", "_deleted": True},
+             datasetType={"datasetType": "VIEW", "_deleted": True})
+    out["facets"]["schema"]["_deleted"] = None
+    event = run_event("COMPLETE", T1, rid, outputs=[out],
+                      job_facets={"jobType": {"_deleted": True, "jobType": "QUERY"},
+                                  "sql": {"_deleted": None, "query": "select 1"}})
+    rows = derive_batch([stored(event)])
+    [dataset] = rows_of(rows, "stg_datasets")
+    assert dataset["description"] is None and dataset["node_type"] is None
+    assert json.loads(dataset["fields"])[0]["name"] == "x"
+    [job] = rows_of(rows, "stg_jobs")
+    assert job["job_type"] is None
+    [version] = rows_of(rows, "stg_job_versions")
+    assert version["sql"] == "select 1"
