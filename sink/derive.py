@@ -11,8 +11,10 @@ Rules (the store's contract; tests/test_derive.py pins them):
   ``<object_id>:<version>`` (object id a UUID) are the node ``<object_id>`` at version ``<version>``.
   ``node_type`` comes from the ``datasetType`` facet (TABLE->table, VIEW->view, STREAM/TOPIC->stream,
   FILE/DIRECTORY/OBJECT->file, MODEL->model, REPORT/DASHBOARD/CHART->report), else a guess from the
-  naming (``kafka://`` -> stream; ``s3://``/``gs://``/``file://``/``hdfs://``/``abfss://``/Evo and file
-  suffixes -> file; else table) that is only used when no event ever gave a type.
+  naming (``kafka://`` -> stream; namespace ``file`` (OpenLineage's name for the local file system),
+  ``s3://``/``gs://``/``file:``/``hdfs://``/``abfss://``/Evo and file suffixes -> file; else table; the
+  canonical node of a ``TABLE`` symlink identifier -> table, or stream when its naming says stream) that is
+  only used when no event ever gave a type.
 * **Placeholders**: a dataset that is only *referenced* (an input without facets, a column-lineage
   source, a symlink target), a parent/root job or a parent/root run gets a row with
   ``is_placeholder = true``; any event that describes it (facets, an output, a DatasetEvent, its own
@@ -26,6 +28,7 @@ Rules (the store's contract; tests/test_derive.py pins them):
   joins it to the canonical one. Readers therefore take ``coalesce(alias_of, dataset_id)`` as the node
   identity (one hop: a canonical node is never itself an alias under this rule unless a later event says
   so). ``aliases`` (``dataset_id -> canonical id``) lets a caller add known aliases; the store passes none.
+  Column lineage that names a source by an alias is written with the canonical node's id and qualified name.
 * **Versions**: the ``datasetVersion`` facet, else the Evo suffix, else ``run:<runId>`` for outputs of
   COMPLETE events (and for inputs that carry quality facets), ``event:<eventTime>`` for DatasetEvents;
   no version row otherwise (a START announcing an output has not written a version yet).
@@ -226,7 +229,7 @@ def _guess_node_type(namespace: str, name: str) -> str:
     lowered = namespace.lower()
     if lowered.startswith("kafka://") or lowered.startswith("pulsar://") or lowered.startswith("kinesis://"):
         return "stream"
-    if lowered.startswith(_FILE_SCHEMES) or name.lower().endswith(_FILE_SUFFIXES):
+    if lowered == "file" or lowered.startswith(_FILE_SCHEMES) or name.lower().endswith(_FILE_SUFFIXES):
         return "file"
     return "table"
 
@@ -512,6 +515,8 @@ class _Deriver:
         self.known_aliases = dict(aliases or {})
         self.aliases = dict(self.known_aliases)
         self._ids: dict[tuple[str, str], str] = {}
+        #: qualified names of the canonical nodes symlinks facets named (id -> "namespace/name")
+        self.qualified: dict[str, str] = {}
         self._schemas: dict[int, tuple[Any, Any, Any, Any]] = {}
 
     def schema(self, facets: Mapping[str, Any]) -> tuple[list[dict[str, Any]] | None, str | None, str | None]:
@@ -547,13 +552,18 @@ class _Deriver:
         node = self.ds_id(ns, name)
         symlinks = facets.get("symlinks")
         canonical_ns, canonical_name = ns, name
+        guess = None
         if isinstance(symlinks, dict) and isinstance(symlinks.get("identifiers"), list):
             idents = sorted({(str(i.get("namespace") or ""), str(i.get("name")), str(i.get("type") or "").upper())
                              for i in symlinks["identifiers"] if isinstance(i, dict) and i.get("name") is not None})
             tables = [(n, m) for n, m, kind in idents if kind == "TABLE"]
             if tables:
                 canonical_ns, canonical_name = tables[0]
+                # the facet says TABLE: a warehouse table (namespace file:/..., hdfs://...) is no file,
+                # while a catalog table over a topic (kafka://...) stays a stream
+                guess = "stream" if _guess_node_type(canonical_ns, canonical_name) == "stream" else "table"
             canonical = self.ds_id(canonical_ns, canonical_name)
+            self.qualified[canonical] = f"{canonical_ns}/{canonical_name}"
             for alias_ns, alias_name in {(ns, name)} | {(n, m) for n, m, _ in idents}:
                 alias = self.ds_id(alias_ns, alias_name)
                 if alias != canonical:
@@ -567,11 +577,12 @@ class _Deriver:
             self._dataset_row(canonical, ns, name, name_version, facets, time, described, None, False)
         else:
             self._dataset_row(canonical, canonical_ns, canonical_name, name_version, facets, time, described,
-                              None, False)
+                              None, False, guess)
         return canonical, canonical_ns, canonical_name, name_version, facets
 
     def _dataset_row(self, node: str, ns: str, name: str, version: str | None, facets: Mapping[str, Any],
-                     time: str, described: bool, alias_of: str | None, is_alias: bool) -> None:
+                     time: str, described: bool, alias_of: str | None, is_alias: bool,
+                     guess: str | None = None) -> None:
         has_facets = bool(facets) and not is_alias
         fields, fields_json, fields_hash = self.schema(facets) if has_facets else (None, None, None)
         owners = (facets.get("ownership") or {}).get("owners") if has_facets else None
@@ -582,7 +593,7 @@ class _Deriver:
         tags = _tags(facets) if has_facets else []
         self.t["stg_datasets"].append((
             node, ns, name, f"{ns}/{name}",
-            node_type_for(facets) if has_facets else None, _guess_node_type(ns, name),
+            node_type_for(facets) if has_facets else None, guess or _guess_node_type(ns, name),
             doc.get("description") if isinstance(doc, dict) else None, owner,
             _dumps(tags) if tags else None, fields_json, fields_hash, alias_of, not (described or has_facets or is_alias), time, time,
             time if (has_facets or is_alias) else None,
@@ -804,12 +815,16 @@ class _Deriver:
             per_src: dict[tuple[str, str], tuple[str, list[str], str | None, str]] = {}
             for ns, name, src_field, tokens, desc in entries:
                 src_name = resolve_dataset_name(ns, name)[0]
-                src_node = self.canonical(self.ds_id(ns, src_name))
+                raw_node = self.ds_id(ns, src_name)
+                src_node = self.canonical(raw_node)
+                src_table = self.qualified.get(src_node, f"{ns}/{src_name}") if src_node != raw_node else (
+                    f"{ns}/{src_name}")
                 tokens_by_src.setdefault(src_node, []).extend(tokens)
                 cols_by_src.setdefault(src_node, set()).add(src_field)
-                deps.append({"source_table": f"{ns}/{src_name}", "source_column": src_field, "expression": desc})
-                per_src[(src_node, src_field)] = (f"{ns}/{src_name}", tokens, desc, src_name)
-                if not any(src_node == i[0] for i in inputs) and src_node != out_node:
+                deps.append({"source_table": src_table, "source_column": src_field, "expression": desc})
+                per_src[(src_node, src_field)] = (src_table, tokens, desc, src_name)
+                if src_node == raw_node and src_node != out_node and not any(src_node == i[0] for i in inputs):
+                    # a source only referenced here (an alias's canonical node has its row from dataset())
                     self._dataset_row(src_node, ns, src_name, None, {}, time, False, None, False)
             deps_json = _dumps(deps)
             for (src_node, src_field), (src_table, tokens, desc, _) in per_src.items():

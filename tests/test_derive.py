@@ -293,6 +293,45 @@ def test_facet_values_unfit_for_typed_columns_are_left_out_not_fatal():
 
 
 @pytest.mark.unit
+def test_node_type_guess_file_namespace_and_table_symlinks():
+    rid = str(uuid.uuid4())
+    # Spark and Hive name local files namespace "file" (OpenLineage naming); a warehouse table's symlink
+    # identifier says TABLE even in a file:/ or hdfs:// namespace; a catalog table over a topic is a stream
+    spark_out = {"namespace": "file", "name": "/tmp/cll_test/tbl1", "facets": {"symlinks": {"identifiers": [
+        {"namespace": "file:/tmp/cll_test", "name": "default.tbl1", "type": "TABLE"}]}}}
+    flink_in = {"namespace": "kafka://kafka:9092", "name": "topic", "facets": {"symlinks": {"identifiers": [
+        {"namespace": "kafka://kafka:9092", "name": "catalog.db.kafka_input", "type": "TABLE"}]}}}
+    hive_in = {"namespace": "hive://localhost:9083", "name": "test.t1", "facets": {"symlinks": {"identifiers": [
+        {"namespace": "file", "name": "/opt/hive/warehouse/test.db/t1", "type": "LOCATION"}]}}}
+    event = run_event("COMPLETE", T1, rid, inputs=[flink_in, hive_in], outputs=[spark_out])
+    guesses = {(d["namespace"], d["name"]): d["node_type_guess"]
+               for d in rows_of(derive_batch([stored(event)]), "stg_datasets")}
+    assert guesses == {
+        ("file", "/tmp/cll_test/tbl1"): "file", ("file:/tmp/cll_test", "default.tbl1"): "table",
+        ("kafka://kafka:9092", "topic"): "stream", ("kafka://kafka:9092", "catalog.db.kafka_input"): "stream",
+        ("hive://localhost:9083", "test.t1"): "table", ("file", "/opt/hive/warehouse/test.db/t1"): "file",
+    }
+
+
+@pytest.mark.unit
+def test_column_lineage_names_the_canonical_source_table():
+    # Spark names inputs by path with a TABLE symlink, and its columnLineage by the same path
+    rid = str(uuid.uuid4())
+    table = {"symlinks": {"identifiers": [{"namespace": "file:/wh", "name": "default.src", "type": "TABLE"}]}}
+    src = {"namespace": "file", "name": "/wh/src", "facets": {**table, "schema": {"fields": [{"name": "a"}]}}}
+    lineage = col_lineage_12("/wh/src", {"a": [("a", "DIRECT", "IDENTITY")]}, ns="file")
+    out = {"namespace": "file", "name": "/wh/dst", "facets": {"columnLineage": lineage}}
+    rows = derive_batch([stored(run_event("COMPLETE", T1, rid, inputs=[src], outputs=[out]))])
+    [col] = rows_of(rows, "stg_column_lineage")
+    assert col["source_dataset_id"] == dataset_id("file:/wh", "default.src")
+    assert col["source_table"] == "file:/wh/default.src"
+    assert json.loads(col["dependencies"])[0]["source_table"] == "file:/wh/default.src"
+    # the canonical node's row keeps its own names
+    names = {d["dataset_id"]: (d["namespace"], d["name"]) for d in rows_of(rows, "stg_datasets")}
+    assert names[dataset_id("file:/wh", "default.src")] == ("file:/wh", "default.src")
+
+
+@pytest.mark.unit
 def test_deleted_facets_are_ignored_and_null_deleted_is_not_a_deletion():
     rid = str(uuid.uuid4())
     # dbt writes "_deleted": null on every facet; "_deleted": true means "delete this facet" (spec)
