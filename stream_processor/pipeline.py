@@ -63,8 +63,9 @@ def read_kafka(spark: Any, settings: ProcessorSettings) -> Any:
 
 
 def build_stream(spark: Any, settings: ProcessorSettings, source: Any = None) -> Any:
-    """The processed stream (``RECOMBINED_SCHEMA`` rows) before the sink."""
-    from .decode import DECODED_SCHEMA, decode_batches
+    """The processed stream before the sink: ``PACKED_RECOMBINED_SCHEMA`` rows (recombine.py; the writer
+    reads them through :func:`stream_processor.decode.full_rows`)."""
+    from .decode import PACKED_SCHEMA, decode_batches
     from .dedupe import dedupe_within_window
     from .recombine import recombine_self_parts
 
@@ -72,9 +73,9 @@ def build_stream(spark: Any, settings: ProcessorSettings, source: Any = None) ->
     registry_url = settings.registry_url
 
     def decode(batches: Any) -> Any:
-        return decode_batches(batches, registry_url)
+        return decode_batches(batches, registry_url, packed=True)
 
-    decoded = source.mapInArrow(decode, DECODED_SCHEMA)
+    decoded = source.mapInArrow(decode, PACKED_SCHEMA)  # the narrow form (decode.py module doc)
     deduped = dedupe_within_window(decoded, settings.dedupe_window_seconds)
     return recombine_self_parts(deduped, settings.recombine_quiet_seconds, settings.recombine_state_ttl_seconds,
                                 settings.shuffle_partitions)

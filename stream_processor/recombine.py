@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["recombine_self_parts", "merge_parts", "RECOMBINED_SCHEMA", "STATE_SCHEMA", "group_key_column",
+__all__ = ["recombine_self_parts", "merge_parts", "RECOMBINED_SCHEMA", "PACKED_RECOMBINED_SCHEMA", "STATE_SCHEMA", "group_key_column",
            "balanced_plain_labels",
            "recombine_group", "recombine_self_parts_batch", "plain_rows_batch", "self_parts_batch",
            "self_group_key"]
@@ -44,8 +44,21 @@ def _recombined_schema() -> str:
     return DECODED_SCHEMA + ", revision int, parts int"
 
 
+def _names(schema: str) -> list[str]:
+    return [c.strip().split(" ")[0] for c in schema.split(", ") if not c.strip().startswith(("key:", "value:"))]
+
+
 RECOMBINED_SCHEMA = _recombined_schema()
-_COLUMNS = [c.strip().split(" ")[0] for c in RECOMBINED_SCHEMA.split(", ") if not c.strip().startswith(("key:", "value:"))]
+_COLUMNS = _names(RECOMBINED_SCHEMA)
+def _packed_recombined_schema() -> str:
+    from .decode import PACKED_SCHEMA
+
+    return PACKED_SCHEMA + ", revision int, parts int"
+
+
+#: The stream's form (decode.py's packed rows): ``PACKED_SCHEMA`` plus ``revision`` and ``parts``.
+PACKED_RECOMBINED_SCHEMA = _packed_recombined_schema()
+_PACKED_COLUMNS = _names(PACKED_RECOMBINED_SCHEMA)
 
 
 def group_key_column(plain_labels: list[str] | None = None) -> Any:
@@ -110,6 +123,10 @@ def merge_parts(parts: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _part_of(row: Any) -> dict[str, Any]:
+    if "packed" in row:  # the stream's packed row (decode.py)
+        from .decode import unpack_row
+
+        row = {**row, **unpack_row(row["packed"])}
     et = row["event_time"]
     kt = row["kafka_timestamp"]
     return {"event_json": row["event_json"], "event_hash": row["event_hash"],
@@ -120,8 +137,10 @@ def _part_of(row: Any) -> dict[str, Any]:
             "key": row["key"].hex() if isinstance(row["key"], (bytes, bytearray)) else None}
 
 
-def _emit(parts: list[dict[str, Any]], revision: int, new_parts: int) -> pd.DataFrame:
+def _emit(parts: list[dict[str, Any]], revision: int, new_parts: int, packed: bool = False) -> pd.DataFrame:
     from schemas.identity import canonical_json, event_hash
+
+    from .decode import NARROW_COLUMNS, pack_row
 
     merged = merge_parts(parts)
     last = max(parts, key=lambda p: (p["kafka_timestamp"] or "", p["source_offset"]))
@@ -136,18 +155,23 @@ def _emit(parts: list[dict[str, Any]], revision: int, new_parts: int) -> pd.Data
                kafka_timestamp=pd.Timestamp(last["kafka_timestamp"]) if last["kafka_timestamp"] else None,
                key=bytes.fromhex(last["key"]) if last["key"] else None, revision=revision,
                parts=new_parts)
-    frame = pd.DataFrame([row], columns=_COLUMNS)
-    return frame
+    if packed:
+        narrow = {c: row[c] for c in NARROW_COLUMNS}
+        narrow.update(packed=pack_row(row), revision=revision, parts=new_parts)
+        return pd.DataFrame([narrow], columns=_PACKED_COLUMNS)
+    return pd.DataFrame([row], columns=_COLUMNS)
 
 
-def _make_func(quiet_ms: int, ttl_ms: int) -> Any:
+def _make_func(quiet_ms: int, ttl_ms: int, packed: bool = False) -> Any:
+    columns = _PACKED_COLUMNS if packed else _COLUMNS
+
     def recombine(key: tuple[str], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         if not key[0].startswith("self\x1f"):
             for pdf in frames:
-                out = pdf.drop(columns=[c for c in pdf.columns if c not in _COLUMNS])
+                out = pdf.drop(columns=[c for c in pdf.columns if c not in columns])
                 out["revision"] = 0
                 out["parts"] = 1
-                yield out[_COLUMNS]
+                yield out[columns]
             return
         if state.hasTimedOut:
             parts_json, revision, pending, emitted = state.get
@@ -156,7 +180,7 @@ def _make_func(quiet_ms: int, ttl_ms: int) -> Any:
                 parts = json.loads(parts_json)
                 state.update((parts_json, revision, False, len(parts)))
                 state.setTimeoutDuration(ttl_ms)
-                yield _emit(parts, revision, len(parts) - int(emitted or 0))
+                yield _emit(parts, revision, len(parts) - int(emitted or 0), packed)
             else:
                 state.remove()
             return
@@ -173,15 +197,18 @@ def _make_func(quiet_ms: int, ttl_ms: int) -> Any:
 
 def recombine_self_parts(df: Any, quiet_seconds: float, state_ttl_seconds: float,
                          shuffle_partitions: int | None = None) -> Any:
-    """Apply the recombination to ``df`` (decoded, deduplicated rows); returns ``RECOMBINED_SCHEMA`` rows.
+    """Apply the recombination to ``df`` (decoded, deduplicated rows); returns ``RECOMBINED_SCHEMA`` rows, or
+    ``PACKED_RECOMBINED_SCHEMA`` rows when ``df`` has decode's packed form (a ``packed`` column).
     ``shuffle_partitions``: the query's, to spread the plain buckets evenly (:func:`balanced_plain_labels`)."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    func = _make_func(max(int(quiet_seconds * 1000), 1), max(int(state_ttl_seconds * 1000), 1))
+    packed = "packed" in df.columns
+    func = _make_func(max(int(quiet_seconds * 1000), 1), max(int(state_ttl_seconds * 1000), 1), packed)
     labels = balanced_plain_labels(df.sparkSession, shuffle_partitions) if shuffle_partitions else None
     return (df.withColumn("group_key", group_key_column(labels))
               .groupBy("group_key")
-              .applyInPandasWithState(func, RECOMBINED_SCHEMA, STATE_SCHEMA, "append",
+              .applyInPandasWithState(func, PACKED_RECOMBINED_SCHEMA if packed else RECOMBINED_SCHEMA,
+                                      STATE_SCHEMA, "append",
                                       GroupStateTimeout.ProcessingTimeTimeout))
 
 

@@ -74,6 +74,8 @@ from typing import Any
 from sink.fastjson import loads
 from sink.model import BatchResult, StoredEvent
 
+from .decode import full_rows
+
 __all__ = ["GraphBatchWriter", "BatchReport", "WriterConfig", "COUNTS_SCHEMA"]
 
 log = logging.getLogger(__name__)
@@ -216,7 +218,7 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
 
         limit = _record_limit(config.kafka_conf)
         for batch in batches:
-            for row in batch.to_pylist():
+            for row in full_rows(batch):
                 bump("consumed", row.get("source_topic") or "", row.get("encoding") or "unknown",
                      int(row.get("parts") or 1))
                 ts = row.get("kafka_timestamp")
@@ -279,7 +281,7 @@ def _enrich_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterat
         rows: list[dict[str, Any]] = []
         seen: set[str] = set()
         for batch in batches:
-            for row in batch.to_pylist():
+            for row in full_rows(batch):
                 if row["status"] != "ok" or row["event_hash"] in seen:
                     continue
                 seen.add(row["event_hash"])

@@ -1,0 +1,61 @@
+"""The stream's packed decoded rows (stream_processor/decode.py): the same rows as the wide form."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pyarrow as pa
+import pytest
+
+from benchmarks.e2e_bench import _demo_values
+from stream_processor.decode import (
+    NARROW_COLUMNS,
+    PACKED_COLUMNS,
+    arrow_decoded_schema,
+    decode_batches,
+    full_rows,
+    pack_row,
+    unpack_row,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def _source(values: list[tuple[bytes | None, list | None]], ts: datetime | None) -> pa.RecordBatch:
+    n = len(values)
+    return pa.RecordBatch.from_pydict({
+        "key": [b"k%d" % i for i in range(n)], "value": [v for v, _ in values], "topic": ["in"] * n,
+        "partition": [3] * n, "offset": list(range(n)), "timestamp": [ts] * n, "timestampType": [0] * n,
+        "headers": [[{"key": k, "value": v} for k, v in (h or [])] for _, h in values]})
+
+
+def test_packed_columns_are_the_wide_columns_not_kept_narrow():
+    names = arrow_decoded_schema().names
+    assert sorted(NARROW_COLUMNS + PACKED_COLUMNS) == sorted(names)
+    assert not set(NARROW_COLUMNS) & set(PACKED_COLUMNS)
+
+
+@pytest.mark.parametrize("ts", [datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC), None])
+def test_packed_batches_read_back_as_the_wide_rows(ts):
+    # demo traffic (plain events, Evo `$self` documents, duplicates) plus rejected messages: garbage bytes,
+    # a null value, JSON that is no event, with headers (the DLQ needs raw_value and raw_headers back)
+    values = _demo_values(40) + [(b"\x00garbage", [("h", b"\x01")]), (None, None), (b'{"not": "an event"}', None)]
+    wide = [r for b in decode_batches(iter([_source(values, ts)])) for r in b.to_pylist()]
+    packed_batches = list(decode_batches(iter([_source(values, ts)]), packed=True))
+    assert all(b.schema.names == [*NARROW_COLUMNS, "packed"] for b in packed_batches)
+    packed = [r for b in packed_batches for r in full_rows(b)]
+    assert len(wide) >= len(values) and packed == wide
+    assert sum(r["status"] != "ok" for r in packed) == 3
+    assert any(r["raw_headers"] == [{"key": "h", "value": b"\x01"}] for r in packed)
+
+
+def test_full_rows_leaves_a_wide_batch_as_it_is():
+    values = _demo_values(5)
+    batch = next(decode_batches(iter([_source(values, None)])))
+    assert full_rows(batch) == batch.to_pylist()
+
+
+def test_a_naive_kafka_timestamp_is_read_as_utc():
+    row = {name: None for name in PACKED_COLUMNS}
+    row["kafka_timestamp"] = datetime(2024, 1, 2, 3, 4, 5, 6)
+    assert unpack_row(pack_row(row))["kafka_timestamp"] == datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=UTC)
