@@ -35,6 +35,10 @@ def classify(cmdline: str, driver_pid: int | None = None, pid: int | None = None
     argv0 = cmdline.split(" ", 1)[0]
     if argv0.endswith("/java") or argv0 == "java":
         return "jvm"
+    if "org.apache.spark.deploy.SparkSubmit" in cmdline:
+        # spark-submit's bash launcher, about to exec java: "other" is looked at again (its --conf options
+        # name the worker daemon module, which would otherwise make the JVM count as "spark-python")
+        return "other"
     if "python_streaming_source_runner" in cmdline:
         return "spark-source-runner"
     if "pyspark.worker" in cmdline or "pyspark.daemon" in cmdline or "spark_daemon" in cmdline \

@@ -14,6 +14,8 @@ pytestmark = pytest.mark.unit
 
 @pytest.mark.parametrize(("cmdline", "kind"), [
     ("/usr/lib/jvm/java-17-openjdk-amd64/bin/java -cp x org.apache.spark.deploy.SparkSubmit", "jvm"),
+    ("bash /x/pyspark/bin/spark-class org.apache.spark.deploy.SparkSubmit --conf "
+     "spark.python.daemon.module=stream_processor.spark_daemon pyspark-shell", "other"),
     ("/usr/bin/python -m pyspark.daemon pyspark.worker", "spark-python"),
     ("/usr/bin/python -m stream_processor.spark_daemon pyspark.sql.worker.plan_data_source_read", "spark-python"),
     ("/usr/bin/python -m pyspark.sql.streaming.python_streaming_source_runner", "spark-source-runner"),
