@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -56,9 +57,14 @@ def _wait(query, condition, timeout: float, message: str):
 
 
 def test_query_waits_for_postgres_and_catches_up(spark, kafka_bootstrap, topic_names, tmp_path, caplog):
+    import shutil
+    import tempfile
+
     from lineage.embedded.postgres import EmbeddedPostgres
 
-    server = EmbeddedPostgres(tmp_path / "pgdata")
+    # outside pytest's basetemp, as the shared server's (tests/conftest.py says why)
+    pg_root = tempfile.mkdtemp(prefix="lineage-test-outage-pg-")
+    server = EmbeddedPostgres(Path(pg_root) / "pgdata")
     server.start()
     query = None
     try:
@@ -106,6 +112,7 @@ def test_query_waits_for_postgres_and_catches_up(spark, kafka_bootstrap, topic_n
             writer.cancel()
             query.stop()
         server.stop(mode="immediate")
+        shutil.rmtree(pg_root, ignore_errors=True)
 
 
 @pytest.mark.integration
