@@ -64,11 +64,9 @@ Rules (the store's contract; tests/test_derive.py pins them):
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,6 +80,7 @@ from .fastjson import OrjsonError as _OrjsonError
 from .fastjson import dumps_compact as _dumps
 from .fastjson import json_compact as _json_dumps
 from .fastjson import orjson_key as _orjson_dumps
+from .heap import frozen_heap
 from .model import StoredEvent
 
 __all__ = [
@@ -1005,19 +1004,6 @@ def derive_event(stored: StoredEvent, aliases: Mapping[str, str] | None = None) 
     return deriver.rows
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC (if enabled) for the block; always re-enabled after it."""
-    paused = gc.isenabled()
-    if paused:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if paused:
-            gc.enable()
-
-
 class BatchDeriver:
     """Incremental :func:`derive_batch`: :meth:`add` events in chunks, then :meth:`finish`.
 
@@ -1039,9 +1025,9 @@ class BatchDeriver:
         deriver = self._deriver
         tables = deriver.t
         rejected = deriver.rows.rejected
-        # The cyclic GC would scan the caller's (large) heap of event dicts again and again while the rows,
-        # which hold no cycles, are built: paused for the duration of one call (re-enabled in any case).
-        with _gc_paused():
+        # The cyclic GC would walk the caller's (large) heap of event dicts again and again while the rows,
+        # which hold no cycles, are built: kept to the objects this call makes (sink/heap.py).
+        with frozen_heap():
             self._add(events, deriver, tables, rejected, on_event)
 
     @staticmethod
@@ -1073,7 +1059,7 @@ class BatchDeriver:
         """All rows, reduced per key unless ``reduce`` is false."""
         if not reduce:
             return self.rows
-        with _gc_paused():
+        with frozen_heap():
             return reduce_rows(self.rows)
 
 

@@ -56,6 +56,7 @@ from . import ids
 from .annotate import facts_from_row, quality_annotation
 from .derive import STAGING_COLUMNS, BatchDeriver, GraphRows, _dumps
 from .fastjson import loads as _loads
+from .heap import frozen_heap
 from .migrate import apply_migrations
 from .model import BatchResult, StoredEvent
 from .settings import StoreSettings
@@ -593,7 +594,7 @@ class GraphStore:
             # Nothing to stage, and nothing to replace: a re-run of this task reads the same (empty) input.
             # Skipping the connection matters for the no-data micro-batches the recombiner's timeouts cause.
             return 0
-        with cls.connect(settings) as conn:
+        with cls.connect(settings) as conn, frozen_heap():
             try:
                 with conn.transaction():
                     rows, total = cls._derive_and_stage(conn, batch_id, part, events,
@@ -608,7 +609,8 @@ class GraphStore:
 
     def merge(self, batch_id: int, identity: Mapping[str, Any] | None = None) -> BatchResult:
         """Merge every staged row of ``batch_id`` into the graph in one transaction and clear them."""
-        return self._retry(lambda: self._merge_tx(batch_id, identity, None))
+        with frozen_heap():
+            return self._retry(lambda: self._merge_tx(batch_id, identity, None))
 
     def write_batch(self, batch_id: int, events: Sequence[StoredEvent],
                     identity: Mapping[str, Any] | None = None) -> BatchResult:
@@ -617,7 +619,9 @@ class GraphStore:
         self.last_timings = {}
         self.last_rejections = []
         derived: list[GraphRows] = []    # set by the first attempt; a retried transaction stages it again
-        result = self._retry(lambda: self._merge_tx(batch_id, identity, derived[0] if derived else events, derived))
+        with frozen_heap():     # the collector walks what the batch allocates, not the caller's events
+            result = self._retry(lambda: self._merge_tx(batch_id, identity, derived[0] if derived else events,
+                                                        derived))
         rows = derived[0]
         self.last_rejections = list(rows.rejected)
         for source, exc in rows.rejected:

@@ -1,0 +1,59 @@
+"""The cyclic garbage collector kept off the caller's heap while the store works on a batch.
+
+A batch arrives as thousands of freshly decoded event dicts (tens of containers each), and deriving,
+staging and merging it allocates many more objects. Every collection those allocations trigger walks its
+generation, and the oldest generation holds the events: in a store write of 20,000 demo events the
+collector took ~19% of the Python CPU (benchmarks/store_write_bench.py, gc callbacks), a full collection of
+the event heap ~1 s of it, landing wherever the allocation count happened to cross its threshold (in the
+derivation, or in the quality annotation thread, stalling the merge). The events hold no reference
+cycles the store could break, so walking them is wasted work.
+
+:func:`frozen_heap` moves every object that exists when the outermost block starts into the permanent
+generation (``gc.freeze``) and back into the oldest generation when it ends (``gc.unfreeze``, which does not
+count them as new there, so the next full collection is not brought forward). Collections inside the block
+only look at what the block allocated. Blocks nest and may be entered by several threads (two writers in
+one process): the outermost entry freezes, the last exit unfreezes. When the collector is disabled it is
+left alone; when the process froze objects itself (a forked worker keeping its pages shared) the block
+pauses the collector instead, so that objects that are not ours are never unfrozen.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+__all__ = ["frozen_heap"]
+
+_lock = threading.Lock()
+_depth = 0
+_mode: str | None = None   # "freeze", "pause" or None (collector was disabled: nothing to undo)
+
+
+@contextmanager
+def frozen_heap() -> Iterator[None]:
+    """Collections in the block see only the objects allocated in it (module doc)."""
+    global _depth, _mode
+    with _lock:
+        if _depth == 0:
+            if not gc.isenabled():
+                _mode = None
+            elif gc.get_freeze_count():
+                gc.disable()
+                _mode = "pause"
+            else:
+                gc.freeze()
+                _mode = "freeze"
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                if _mode == "freeze":
+                    gc.unfreeze()
+                elif _mode == "pause":
+                    gc.enable()
+                _mode = None
