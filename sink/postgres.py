@@ -150,13 +150,43 @@ def _upsert(table: str, key: str, cols: Sequence[str], select: str, updates: Map
 
 _B = "%(b)s"
 
-MERGE_NAMESPACES = _upsert(
-    "lineage_namespaces", "namespace", ("namespace", "first_seen"),
-    f"SELECT namespace, min(first_seen), {_B} FROM stg_namespaces WHERE batch_id = {_B} "
-    f"GROUP BY namespace ORDER BY namespace",
-    {"first_seen": "least(t.first_seen, EXCLUDED.first_seen)"})
 
-MERGE_DATASETS = _upsert(
+def _reduce(table: str, keys: str, columns: Sequence[tuple[str, ...]]) -> tuple[str, str]:
+    """The staged rows of a batch, one per key: ``(SQL for any number of parts, SQL for one part)``.
+
+    ``columns``: ``(name, aggregate[, value of one row])``, the value of one row defaulting to ``name``.
+    Each part's rows are already reduced to one per key (sink/derive.py ``reduce_rows``), so when a
+    batch was staged by one part (``write_batch``, or a stream batch of one partition) the aggregates are
+    aggregates of one row: the row's own values, with no sort and no GROUP BY (a third to half of each
+    merge statement's time). Were a key ever staged twice all the same, ``ON CONFLICT DO UPDATE`` would
+    refuse the batch ("cannot affect row a second time") rather than merge it wrongly."""
+    many = ", ".join(f"{agg} AS {name}" for name, agg, *_ in columns)
+    one = ", ".join(f"{rest[0] if rest else name} AS {name}" for name, _, *rest in columns)
+    return (f"SELECT {keys}, {many} FROM {table} WHERE batch_id = {_B} GROUP BY {keys}",
+            f"SELECT {keys}, {one} FROM {table} WHERE batch_id = {_B}")
+
+
+def _both(merge: Any, staged: tuple[str, str]) -> tuple[str, str]:
+    return merge(staged[0]), merge(staged[1])
+
+
+def _min_uuid(col: str) -> tuple[str, str]:
+    return col, f"min({col}::text)::uuid"
+
+
+_STAGED_NAMESPACES = _reduce("stg_namespaces", "namespace", [("first_seen", "min(first_seen)")])
+MERGE_NAMESPACES = _both(lambda src: _upsert(
+    "lineage_namespaces", "namespace", ("namespace", "first_seen"),
+    f"SELECT namespace, first_seen, {_B} FROM ({src}) s ORDER BY namespace",
+    {"first_seen": "least(t.first_seen, EXCLUDED.first_seen)"}), _STAGED_NAMESPACES)
+
+_STAGED_DATASETS = _reduce("stg_datasets", "dataset_id", [
+    ("namespace", "min(namespace)"), ("name", "min(name)"), ("qualified_name", "min(qualified_name)"),
+    ("node_type", _latest("node_type")), ("node_type_guess", "min(node_type_guess)"),
+    *[(c, _latest(c)) for c in ("description", "owner", "tags", "fields", "fields_hash", "alias_of")],
+    ("is_placeholder", "bool_and(is_placeholder)"), ("first_seen", "min(first_seen)"),
+    ("last_seen", "max(last_seen)"), ("facets_time", "max(facets_time)")])
+MERGE_DATASETS = _both(lambda src: _upsert(
     "lineage_datasets", "dataset_id",
     ("dataset_id", "namespace", "name", "qualified_name", "node_type", "node_type_source", "description", "owner",
      "tags", "fields", "fields_hash", "alias_of", "is_placeholder", "first_seen", "last_seen", "facets_time"),
@@ -164,14 +194,7 @@ MERGE_DATASETS = _upsert(
                CASE WHEN node_type IS NULL THEN 'guess' ELSE 'facet' END, description, owner,
                coalesce(tags, '[]'), coalesce(fields, '[]'), fields_hash, alias_of, is_placeholder, first_seen,
                last_seen, facets_time, {_B}
-        FROM (SELECT dataset_id, min(namespace) AS namespace, min(name) AS name,
-                     min(qualified_name) AS qualified_name, {_latest('node_type')} AS node_type,
-                     min(node_type_guess) AS node_type_guess, {_latest('description')} AS description,
-                     {_latest('owner')} AS owner, {_latest('tags')} AS tags, {_latest('fields')} AS fields,
-                     {_latest('fields_hash')} AS fields_hash, {_latest('alias_of')} AS alias_of,
-                     bool_and(is_placeholder) AS is_placeholder, min(first_seen) AS first_seen,
-                     max(last_seen) AS last_seen, max(facets_time) AS facets_time
-              FROM stg_datasets WHERE batch_id = {_B} GROUP BY dataset_id) s
+        FROM ({src}) s
         ORDER BY dataset_id""",
     {
         "node_type": "CASE WHEN EXCLUDED.node_type_source <> 'facet' THEN t.node_type "
@@ -183,24 +206,19 @@ MERGE_DATASETS = _upsert(
         "is_placeholder": "t.is_placeholder AND EXCLUDED.is_placeholder",
         "first_seen": "least(t.first_seen, EXCLUDED.first_seen)", "last_seen": "greatest(t.last_seen, EXCLUDED.last_seen)",
         "facets_time": "greatest(t.facets_time, EXCLUDED.facets_time)",
-    })
+    }), _STAGED_DATASETS)
 
-MERGE_VERSIONS = _upsert(
+_STAGED_VERSIONS = _reduce("stg_dataset_versions", "version_id", [
+    _min_uuid("dataset_id"), ("version", "min(version)"), ("event_time", "max(event_time)"),
+    *[(c, _latest(c, "event_time")) for c in ("run_id", "row_count", "byte_count", "null_counts", "fields_hash",
+                                               "fields", "assertions", "nominal_end")]])
+MERGE_VERSIONS = _both(lambda src: _upsert(
     "lineage_dataset_versions", "version_id",
     ("version_id", "dataset_id", "version", "event_time", "run_id", "row_count", "byte_count", "null_counts",
      "fields_hash", "fields", "assertions", "nominal_end"),
     f"""SELECT version_id, dataset_id, version, event_time, run_id, row_count, byte_count,
                coalesce(null_counts, '{{}}'), fields_hash, fields, coalesce(assertions, '[]'), nominal_end, {_B}
-        FROM (SELECT version_id, min(dataset_id::text)::uuid AS dataset_id, min(version) AS version,
-                     max(event_time) AS event_time, {_latest('run_id', 'event_time')} AS run_id,
-                     {_latest('row_count', 'event_time')} AS row_count,
-                     {_latest('byte_count', 'event_time')} AS byte_count,
-                     {_latest('null_counts', 'event_time')} AS null_counts,
-                     {_latest('fields_hash', 'event_time')} AS fields_hash,
-                     {_latest('fields', 'event_time')} AS fields,
-                     {_latest('assertions', 'event_time')} AS assertions,
-                     {_latest('nominal_end', 'event_time')} AS nominal_end
-              FROM stg_dataset_versions WHERE batch_id = {_B} GROUP BY version_id) s
+        FROM ({src}) s
         ORDER BY version_id""",
     {
         "event_time": "greatest(t.event_time, EXCLUDED.event_time)",
@@ -208,42 +226,51 @@ MERGE_VERSIONS = _upsert(
         "byte_count": _cn("byte_count", "event_time"), "null_counts": _cnj("null_counts", "{}", "event_time"),
         "fields_hash": _cn("fields_hash", "event_time"), "fields": _cn("fields", "event_time"),
         "assertions": _cnj("assertions", "[]", "event_time"), "nominal_end": _cn("nominal_end", "event_time"),
-    })
+    }), _STAGED_VERSIONS)
 
-MERGE_JOBS = _upsert(
+_STAGED_JOBS = _reduce("stg_jobs", "job_id", [
+    ("namespace", "min(namespace)"), ("name", "min(name)"), ("qualified_name", "min(qualified_name)"),
+    *[(c, _latest(c)) for c in ("job_type", "description", "owners", "tracing")],
+    ("is_placeholder", "bool_and(is_placeholder)"), ("first_seen", "min(first_seen)"),
+    ("last_seen", "max(last_seen)"), ("facets_time", "max(facets_time)")])
+MERGE_JOBS = _both(lambda src: _upsert(
     "lineage_jobs", "job_id",
     ("job_id", "namespace", "name", "qualified_name", "job_type", "description", "owners", "tracing",
      "is_placeholder", "first_seen", "last_seen", "facets_time"),
     f"""SELECT job_id, namespace, name, qualified_name, job_type, description, coalesce(owners, '[]'),
                coalesce(tracing, '{{}}'), is_placeholder, first_seen, last_seen, facets_time, {_B}
-        FROM (SELECT job_id, min(namespace) AS namespace, min(name) AS name, min(qualified_name) AS qualified_name,
-                     {_latest('job_type')} AS job_type, {_latest('description')} AS description,
-                     {_latest('owners')} AS owners, {_latest('tracing')} AS tracing,
-                     bool_and(is_placeholder) AS is_placeholder, min(first_seen) AS first_seen,
-                     max(last_seen) AS last_seen, max(facets_time) AS facets_time
-              FROM stg_jobs WHERE batch_id = {_B} GROUP BY job_id) s
+        FROM ({src}) s
         ORDER BY job_id""",
     {
         "job_type": _cn("job_type"), "description": _cn("description"), "owners": _cnj("owners", "[]"),
         "tracing": _cnj("tracing", "{}"), "is_placeholder": "t.is_placeholder AND EXCLUDED.is_placeholder",
         "first_seen": "least(t.first_seen, EXCLUDED.first_seen)", "last_seen": "greatest(t.last_seen, EXCLUDED.last_seen)",
         "facets_time": "greatest(t.facets_time, EXCLUDED.facets_time)",
-    })
+    }), _STAGED_JOBS)
 
-MERGE_JOB_VERSIONS = _upsert(
+_STAGED_JOB_VERSIONS = _reduce("stg_job_versions", "job_version_id", [
+    _min_uuid("job_id"), *[(c, f"min({c})") for c in ("source_type", "source_url", "git_commit", "sql")],
+    ("first_seen", "min(first_seen)"), ("last_seen", "max(last_seen)")])
+MERGE_JOB_VERSIONS = _both(lambda src: _upsert(
     "lineage_job_versions", "job_version_id",
     ("job_version_id", "job_id", "source_type", "source_url", "git_commit", "sql", "first_seen", "last_seen"),
-    f"""SELECT job_version_id, min(job_id::text)::uuid, min(source_type), min(source_url), min(git_commit), min(sql),
-               min(first_seen), max(last_seen), {_B}
-        FROM stg_job_versions WHERE batch_id = {_B} GROUP BY job_version_id ORDER BY job_version_id""",
-    {"first_seen": "least(t.first_seen, EXCLUDED.first_seen)", "last_seen": "greatest(t.last_seen, EXCLUDED.last_seen)"})
+    f"""SELECT job_version_id, job_id, source_type, source_url, git_commit, sql, first_seen, last_seen, {_B}
+        FROM ({src}) s ORDER BY job_version_id""",
+    {"first_seen": "least(t.first_seen, EXCLUDED.first_seen)", "last_seen": "greatest(t.last_seen, EXCLUDED.last_seen)"}),
+    _STAGED_JOB_VERSIONS)
 
 _STATE_ORDER = "state_rank DESC, state_time DESC, state DESC"
 _WINS = ("(EXCLUDED.state_rank, EXCLUDED.state_time, EXCLUDED.state) > "
          "(coalesce(t.state_rank, -1), coalesce(t.state_time, '-infinity'::timestamptz), coalesce(t.state, ''))")
 _RUN_FACETS = ("job_id", "job_version_id", "nominal_start", "nominal_end", "parent_run_id", "parent_job_id",
                "root_run_id", "producer")
-MERGE_RUNS = _upsert(
+_STAGED_RUNS = _reduce("stg_runs", "run_id", [
+    *[(c, f"(array_agg({c} ORDER BY {_STATE_ORDER}) FILTER (WHERE state IS NOT NULL))[1]",
+       f"CASE WHEN state IS NOT NULL THEN {c} END") for c in ("state", "state_rank", "state_time", "error_message")],
+    ("started_at", "min(started_at)"), *[(c, _latest(c)) for c in _RUN_FACETS],
+    ("is_placeholder", "bool_and(is_placeholder)"), ("first_seen", "min(first_seen)"),
+    ("last_seen", "max(last_seen)"), ("facets_time", "max(facets_time)")])
+MERGE_RUNS = _both(lambda src: _upsert(
     "lineage_runs", "run_id",
     ("run_id", "state", "state_rank", "state_time", "error_message", "started_at", "ended_at", "duration_ms",
      *_RUN_FACETS, "is_placeholder", "first_seen", "last_seen", "facets_time"),
@@ -252,17 +279,7 @@ MERGE_RUNS = _upsert(
                CASE WHEN state_rank = 3 AND started_at IS NOT NULL
                     THEN (extract(epoch FROM state_time - started_at) * 1000)::bigint END,
                {', '.join(_RUN_FACETS)}, is_placeholder, first_seen, last_seen, facets_time, {_B}
-        FROM (SELECT run_id,
-                     (array_agg(state ORDER BY {_STATE_ORDER}) FILTER (WHERE state IS NOT NULL))[1] AS state,
-                     (array_agg(state_rank ORDER BY {_STATE_ORDER}) FILTER (WHERE state IS NOT NULL))[1] AS state_rank,
-                     (array_agg(state_time ORDER BY {_STATE_ORDER}) FILTER (WHERE state IS NOT NULL))[1] AS state_time,
-                     (array_agg(error_message ORDER BY {_STATE_ORDER}) FILTER (WHERE state IS NOT NULL))[1]
-                         AS error_message,
-                     min(started_at) AS started_at,
-                     {', '.join(f"{_latest(c)} AS {c}" for c in _RUN_FACETS)},
-                     bool_and(is_placeholder) AS is_placeholder, min(first_seen) AS first_seen,
-                     max(last_seen) AS last_seen, max(facets_time) AS facets_time
-              FROM stg_runs WHERE batch_id = {_B} GROUP BY run_id) s
+        FROM ({src}) s
         ORDER BY run_id""",
     {
         "state": f"CASE WHEN {_WINS} THEN EXCLUDED.state ELSE t.state END",
@@ -275,7 +292,7 @@ MERGE_RUNS = _upsert(
         "is_placeholder": "t.is_placeholder AND EXCLUDED.is_placeholder",
         "first_seen": "least(t.first_seen, EXCLUDED.first_seen)", "last_seen": "greatest(t.last_seen, EXCLUDED.last_seen)",
         "facets_time": "greatest(t.facets_time, EXCLUDED.facets_time)",
-    })
+    }), _STAGED_RUNS)
 
 RUN_DURATIONS = """
     UPDATE lineage_runs r SET duration_ms = d.ms
@@ -284,23 +301,28 @@ RUN_DURATIONS = """
           FROM lineage_runs WHERE run_id IN (SELECT run_id FROM stg_runs WHERE batch_id = %(b)s)) d
     WHERE r.run_id = d.run_id AND r.duration_ms IS DISTINCT FROM d.ms"""
 
-MERGE_RUN_IO = _upsert(
+_STAGED_RUN_IO = _reduce("stg_run_io", "run_id, dataset_id, direction", [
+    ("version_id", _latest("version_id", "event_time")), ("event_time", "min(event_time)")])
+MERGE_RUN_IO = _both(lambda src: _upsert(
     "lineage_run_io", "run_id, dataset_id, direction",
     ("run_id", "dataset_id", "direction", "version_id", "event_time"),
-    f"""SELECT run_id, dataset_id, direction, {_latest('version_id', 'event_time')}, min(event_time), {_B}
-        FROM stg_run_io WHERE batch_id = {_B} GROUP BY run_id, dataset_id, direction
-        ORDER BY run_id, dataset_id, direction""",
+    f"""SELECT run_id, dataset_id, direction, version_id, event_time, {_B}
+        FROM ({src}) s ORDER BY run_id, dataset_id, direction""",
     {"version_id": "coalesce(t.version_id, EXCLUDED.version_id)",
-     "event_time": "least(t.event_time, EXCLUDED.event_time)"})
+     "event_time": "least(t.event_time, EXCLUDED.event_time)"}), _STAGED_RUN_IO)
+
 
 def _row_latest(col: str) -> str:
-    return f"(array_agg({col} ORDER BY last_seen DESC, coalesce(run_id::text, '') COLLATE {_C} DESC))[1] AS {col}"
+    return f"(array_agg({col} ORDER BY last_seen DESC, coalesce(run_id::text, '') COLLATE {_C} DESC))[1]"
 
 
 _ENEWER = ("(EXCLUDED.last_seen, coalesce(EXCLUDED.run_id::text, '')) >= "
            "(t.last_seen, coalesce(t.run_id::text, ''))")
 _EDGE_LATEST = ("edge_type", "job_version_id", "run_id", "transformation", "metadata", "tracing")
-MERGE_EDGES = _upsert(
+_STAGED_EDGES = _reduce("stg_edges", "edge_id", [
+    _min_uuid("source_node_id"), _min_uuid("target_node_id"), ("kind", "min(kind)"), _min_uuid("job_id"),
+    *[(c, _row_latest(c)) for c in _EDGE_LATEST], ("first_seen", "min(first_seen)"), ("last_seen", "max(last_seen)")])
+MERGE_EDGES = _both(lambda src: _upsert(
     "lineage_edges", "edge_id",
     ("edge_id", "source_node_id", "target_node_id", "kind", "job_id", *_EDGE_LATEST, "first_seen", "last_seen"),
     f"""SELECT s.edge_id, s.source_node_id, s.target_node_id, s.kind, s.job_id, s.edge_type, s.job_version_id, s.run_id,
@@ -308,19 +330,14 @@ MERGE_EDGES = _upsert(
                CASE WHEN s.kind = 'dataset' THEN jsonb_set(s.metadata, '{{duration_ms}}', coalesce(to_jsonb(r.duration_ms), 'null'))
                     ELSE s.metadata END,
                s.tracing, s.first_seen, s.last_seen, {_B}
-        FROM (SELECT edge_id, min(source_node_id::text)::uuid AS source_node_id,
-                     min(target_node_id::text)::uuid AS target_node_id, min(kind) AS kind,
-                     min(job_id::text)::uuid AS job_id,
-                     {', '.join(_row_latest(c) for c in _EDGE_LATEST)},
-                     min(first_seen) AS first_seen, max(last_seen) AS last_seen
-              FROM stg_edges WHERE batch_id = {_B} GROUP BY edge_id) s
+        FROM ({src}) s
         LEFT JOIN lineage_runs r ON r.run_id = s.run_id
         ORDER BY s.edge_id""",
     {
         **{c: f"CASE WHEN {_ENEWER} THEN EXCLUDED.{c} ELSE t.{c} END" for c in _EDGE_LATEST},
         "first_seen": "least(t.first_seen, EXCLUDED.first_seen)", "last_seen": "greatest(t.last_seen, EXCLUDED.last_seen)",
         "valid_to": "CASE WHEN EXCLUDED.last_seen > t.valid_to THEN NULL ELSE t.valid_to END",
-    })
+    }), _STAGED_EDGES)
 
 EDGE_DURATIONS = """
     UPDATE lineage_edges e SET metadata = jsonb_set(e.metadata, '{duration_ms}', to_jsonb(r.duration_ms)),
@@ -347,19 +364,22 @@ EDGE_VALIDITY = """
     FROM want WHERE e.edge_id = want.edge_id AND e.valid_to IS DISTINCT FROM want.valid_to"""
 
 _CL_LATEST = ("transformation_type", "transformation_logic", "dependencies", "job_id")
-MERGE_COLUMN_LINEAGE = _upsert(
+_STAGED_COLUMN_LINEAGE = _reduce("stg_column_lineage", "column_lineage_id", [
+    _min_uuid("source_dataset_id"), ("source_table", "min(source_table)"), ("source_column", "min(source_column)"),
+    _min_uuid("target_dataset_id"), ("target_table", "min(target_table)"), ("target_column", "min(target_column)"),
+    *[(c, _latest(c, "last_seen")) for c in _CL_LATEST], ("first_seen", "min(first_seen)"),
+    ("last_seen", "max(last_seen)")])
+MERGE_COLUMN_LINEAGE = _both(lambda src: _upsert(
     "lineage_column_lineage", "column_lineage_id",
     ("column_lineage_id", "source_dataset_id", "source_table", "source_column", "target_dataset_id", "target_table",
      "target_column", *_CL_LATEST, "first_seen", "last_seen"),
-    f"""SELECT column_lineage_id, min(source_dataset_id::text)::uuid, min(source_table), min(source_column),
-               min(target_dataset_id::text)::uuid, min(target_table), min(target_column),
-               {', '.join(_latest(c, "last_seen") for c in _CL_LATEST)},
-               min(first_seen), max(last_seen), {_B}
-        FROM stg_column_lineage WHERE batch_id = {_B} GROUP BY column_lineage_id ORDER BY column_lineage_id""",
+    f"""SELECT column_lineage_id, source_dataset_id, source_table, source_column, target_dataset_id, target_table,
+               target_column, {', '.join(_CL_LATEST)}, first_seen, last_seen, {_B}
+        FROM ({src}) s ORDER BY column_lineage_id""",
     {
         **{c: _cn(c, "last_seen") for c in _CL_LATEST},
         "first_seen": "least(t.first_seen, EXCLUDED.first_seen)", "last_seen": "greatest(t.last_seen, EXCLUDED.last_seen)",
-    })
+    }), _STAGED_COLUMN_LINEAGE)
 
 MERGE_PROVENANCE = """
     WITH ins AS (
@@ -413,7 +433,8 @@ MERGE_QUALITY = _upsert(
     {"node_id": "EXCLUDED.node_id", "measured_at": "EXCLUDED.measured_at", "metrics": "EXCLUDED.metrics",
      "validations": "EXCLUDED.validations", "anomalies": "EXCLUDED.anomalies"})
 
-_MERGES: tuple[tuple[str, str], ...] = (
+#: ``(graph table, (statement for any number of parts, statement for one part))``, in merge order.
+_MERGES: tuple[tuple[str, tuple[str, str]], ...] = (
     ("lineage_namespaces", MERGE_NAMESPACES),
     ("lineage_datasets", MERGE_DATASETS),
     ("lineage_dataset_versions", MERGE_VERSIONS),
@@ -423,8 +444,15 @@ _MERGES: tuple[tuple[str, str], ...] = (
     ("lineage_run_io", MERGE_RUN_IO),
     ("lineage_edges", MERGE_EDGES),
     ("lineage_column_lineage", MERGE_COLUMN_LINEAGE),
-    ("lineage_provenance", MERGE_PROVENANCE),
+    ("lineage_provenance", (MERGE_PROVENANCE, MERGE_PROVENANCE)),
 )
+
+#: Whether any staging table holds rows of more than one part of the batch (index range scans on (batch_id, part)).
+STAGED_PARTS = "SELECT " + " OR ".join(
+    f"EXISTS (SELECT 1 FROM {t} WHERE batch_id = %(b)s AND part > "
+    f"(SELECT min(part) FROM {t} WHERE batch_id = %(b)s))" for t in (
+        "stg_namespaces", "stg_datasets", "stg_dataset_versions", "stg_jobs", "stg_job_versions", "stg_runs",
+        "stg_run_io", "stg_edges", "stg_column_lineage"))
 
 
 def _counts(row: tuple[Any, ...] | None) -> tuple[int, int]:
@@ -675,9 +703,10 @@ class GraphStore:
                 return result
             annotating: _Annotator | None = None
             try:
-                for table, sql in _MERGES:
+                one_part = not cur.execute(STAGED_PARTS, params).fetchone()[0]
+                for table, statements in _MERGES:
                     started = time.perf_counter()
-                    added, modified = _counts(cur.execute(sql, params).fetchone())
+                    added, modified = _counts(cur.execute(statements[one_part], params).fetchone())
                     if table == "lineage_runs":
                         cur.execute(RUN_DURATIONS, params)
                     if table == "lineage_edges":
