@@ -203,6 +203,9 @@ def decode_batches(batches: Iterator[Any], registry_url: str | None = None, pack
     ``packed`` :data:`PACKED_SCHEMA` rows (module doc)."""
     import pyarrow as pa
 
+    from .worker_heap import freeze_imports
+
+    freeze_imports()
     wide = arrow_decoded_schema()
     schema = arrow_packed_schema() if packed else wide
     names = NARROW_COLUMNS if packed else wide.names

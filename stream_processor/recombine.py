@@ -26,6 +26,8 @@ from typing import Any
 
 import pandas as pd
 
+from .worker_heap import freeze_imports
+
 __all__ = ["recombine_self_parts", "merge_parts", "RECOMBINED_SCHEMA", "PACKED_RECOMBINED_SCHEMA", "STATE_SCHEMA", "group_key_column",
            "balanced_plain_labels",
            "recombine_group", "recombine_self_parts_batch", "plain_rows_batch", "self_parts_batch",
@@ -166,6 +168,7 @@ def _make_func(quiet_ms: int, ttl_ms: int, packed: bool = False) -> Any:
     columns = _PACKED_COLUMNS if packed else _COLUMNS
 
     def recombine(key: tuple[str], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        freeze_imports()
         if not key[0].startswith("self\x1f"):
             for pdf in frames:
                 out = pdf.drop(columns=[c for c in pdf.columns if c not in columns])

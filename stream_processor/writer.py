@@ -201,7 +201,9 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
         from pyspark import TaskContext
 
         from .publish import RecordPublisher
+        from .worker_heap import freeze_imports
 
+        freeze_imports()
         part = TaskContext.get().partitionId()
         counts: dict[tuple[str, str, str], int] = {}
 
@@ -272,7 +274,9 @@ def _enrich_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterat
         from sink.annotations_lookup import annotations, dumps, event_keys, lookup_partition, take_staged_keys
 
         from .publish import RecordPublisher, encode_record, enriched_record
+        from .worker_heap import freeze_imports
 
+        freeze_imports()
         counts: dict[tuple[str, str, str], int] = {}
 
         def bump(metric: str, n: int = 1) -> None:
