@@ -84,9 +84,9 @@ def cpu_seconds(argv: list[str], interval: float = 0.25) -> tuple[float, dict[st
     proc = subprocess.Popen(argv)
 
     def note(pid: int) -> None:
-        # a process is classified when first seen, and again while it still looks like a launcher
-        # (spark-submit is a bash script that execs java)
-        if kinds.get(pid) in (None, "other", "python"):
+        # classified again at every sample, by its latest command line: a process exec()s (the driver forks,
+        # the child runs spark-submit's bash scripts, which exec java) and must count as what it became
+        if kinds.get(pid) != "jvm":
             cmd = _cmdline(pid)
             if cmd is not None:
                 kinds[pid] = classify(cmd, proc.pid, pid)
