@@ -9,7 +9,19 @@ import pytest
 
 from sink.heap import frozen_heap
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.usefixtures("nothing_frozen")]
+
+
+@pytest.fixture
+def nothing_frozen():
+    """Tests of this process may have frozen its heap for good (stream_processor/worker_heap.py, run in-process
+    by `lineage load --engine local`): unfrozen for the test, frozen again after it."""
+    was_frozen = gc.get_freeze_count() > 0
+    if was_frozen:
+        gc.unfreeze()
+    yield
+    if was_frozen:
+        gc.freeze()
 
 
 def test_objects_before_the_block_are_frozen_and_given_back() -> None:
