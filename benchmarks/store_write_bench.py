@@ -15,6 +15,9 @@ their subject header), validated and hashed up front (not timed). Then, in one r
   split into derive (Python; the ``stg_events`` COPY runs on the server meanwhile), stage (the rest of
   the COPYs), each merge statement, ``quality_query`` and ``lineage_quality`` (the annotations are
   computed on a thread during the other merges; ``quality_wait`` is what was left to wait for);
+  The store and replay runs also count CPU seconds of this process and of the store's server backend
+  (``store_python_cpu_s``, ``store_server_cpu_s``; /proc, so the server must run on this machine) and the
+  seconds the cyclic GC ran (``store_gc_s``): counted work, steadier than throughput on a shared machine;
 * ``replay``: the same batches again (all duplicates: the idempotent path);
 * ``split``: the streaming path on a fresh database — each batch cut into ``--parts`` partitions staged
   by that many worker processes at once (``GraphStore.stage_partition``, as Spark executors do), then one
@@ -26,7 +29,9 @@ Without ``--dsn`` the embedded PostgreSQL is started in a temporary directory an
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import os
 import sys
 import tempfile
 import time
@@ -73,21 +78,57 @@ def raw_copy(dsn: str, events: list[StoredEvent], payload_type: str = "jsonb") -
     return elapsed
 
 
+def _process_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system) of a process of this machine, None when it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class _GcClock:
+    """Seconds the cyclic GC ran (gc.callbacks), while counting."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._started
+
+
 def store_run(dsn: str, events: list[StoredEvent], batch_size: int, first_batch: int) -> dict[str, Any]:
-    total = 0.0
+    """``write_batch`` of ``events`` in batches. Besides wall time, counted work (steadier than wall time on
+    a shared machine): CPU seconds of this Python process and of the store's server backend (read from
+    /proc, when the server runs on this machine) and the seconds the cyclic GC ran, all during the writes."""
+    total = python_cpu = server_cpu = 0.0
     steps: dict[str, float] = {}
     staged = 0
+    clock = _GcClock()
     with GraphStore(dsn) as store:
         store.migrate()
-        for start in range(0, len(events), batch_size):
-            batch = events[start:start + batch_size]
-            staged += derive_batch(batch).count()     # rows COPYed (not timed)
-            t0 = time.perf_counter()
-            store.write_batch(first_batch + start // batch_size, batch)
-            total += time.perf_counter() - t0
-            for step, seconds in store.last_timings.items():
-                steps[step] = steps.get(step, 0.0) + seconds
-    return {"seconds": total, "derive_seconds": steps.get("derive", 0.0), "staged_rows": staged, "steps": steps}
+        backend = store.conn.info.backend_pid
+        gc.callbacks.append(clock)
+        try:
+            for start in range(0, len(events), batch_size):
+                batch = events[start:start + batch_size]
+                staged += derive_batch(batch).count()     # rows COPYed (not timed)
+                t0, c0, s0 = time.perf_counter(), time.process_time(), _process_cpu(backend)
+                store.write_batch(first_batch + start // batch_size, batch)
+                total += time.perf_counter() - t0
+                python_cpu += time.process_time() - c0
+                s1 = _process_cpu(backend)
+                server_cpu = server_cpu + (s1 - s0) if s0 is not None and s1 is not None else float("nan")
+                for step, seconds in store.last_timings.items():
+                    steps[step] = steps.get(step, 0.0) + seconds
+        finally:
+            gc.callbacks.remove(clock)
+    return {"seconds": total, "derive_seconds": steps.get("derive", 0.0), "staged_rows": staged, "steps": steps,
+            "python_cpu": python_cpu, "server_cpu": server_cpu, "gc_seconds": clock.seconds}
 
 
 def _stage(args: tuple[str, int, int, list[StoredEvent]]) -> int:
@@ -172,6 +213,11 @@ def main(argv: list[str] | None = None) -> int:
             "derive_share": round(first["derive_seconds"] / first["seconds"], 3),
             "derive_events_per_s": round(n / first["derive_seconds"]),
             "replay_events_per_s": round(n / replay["seconds"]),
+            "store_python_cpu_s": round(first["python_cpu"], 2),
+            "store_server_cpu_s": round(first["server_cpu"], 2),
+            "store_gc_s": round(first["gc_seconds"], 2),
+            "replay_python_cpu_s": round(replay["python_cpu"], 2),
+            "replay_server_cpu_s": round(replay["server_cpu"], 2),
         }
         if split is not None:
             figures.update({"split_parts": args.parts, "split_events_per_s": round(n / split["seconds"]),
