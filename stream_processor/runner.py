@@ -244,7 +244,6 @@ def run_processor(settings: ProcessorSettings, available_now: bool = False, spar
     """Run the query until stopped (SIGTERM / SIGINT / ``stop_event``) or, with ``available_now``, drained."""
     from .pipeline import start_query
     from .session import build_spark_session
-    from .worker_heap import freeze_imports
     from .writer import GraphBatchWriter
 
     settings.require_postgres()
@@ -257,7 +256,6 @@ def run_processor(settings: ProcessorSettings, available_now: bool = False, spar
         extra_conf={"spark.jars.packages": settings.spark_packages} if settings.spark_packages else None)
     listener = MetricsListener(metrics)
     spark.streams.addListener(listener)
-    freeze_imports()   # the driver's startup heap too (PySpark, py4j, pandas, pyarrow): stream_processor/worker_heap.py
 
     def batch_done(report: Any) -> None:
         metrics.on_batch(report)

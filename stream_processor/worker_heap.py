@@ -23,12 +23,23 @@ __all__ = ["freeze_imports"]
 _frozen_in: int | None = None
 
 
-def freeze_imports() -> None:
-    """Freeze the process's objects once per process (module doc); a no-op with the collector disabled."""
+def freeze_imports(spark_task_only: bool = True) -> None:
+    """Freeze the process's objects once per process (module doc); a no-op with the collector disabled.
+
+    ``spark_task_only``: only inside a Spark task (a Python worker), so that calling our Spark functions
+    in-process (``lineage load --engine local``, tests, a user's own code) leaves the caller's heap alone.
+    """
     global _frozen_in
     pid = os.getpid()
     if _frozen_in == pid:
         return
+    if spark_task_only:
+        try:
+            from pyspark import TaskContext
+        except ImportError:
+            return
+        if TaskContext.get() is None:
+            return
     _frozen_in = pid
     if gc.isenabled():
         gc.collect()   # so that no garbage is frozen with the imports
