@@ -10,7 +10,8 @@ connection, replaces its ``(batch_id, part)`` rows: task retries are idempotent)
 
 The merge, per table in a fixed order (namespaces, datasets, dataset versions, jobs, job versions, runs,
 run io, edges, column lineage, provenance, quality, events, transaction log), reduces the staged rows to one
-per key in SQL, then ``INSERT ... SELECT ... ORDER BY key ON CONFLICT DO UPDATE SET ... WHERE <changed>``:
+per key in SQL (only when the batch was staged by several parts: one part's rows are already one per key,
+:func:`_reduce`), then ``INSERT ... SELECT ... ORDER BY key ON CONFLICT DO UPDATE SET ... WHERE <changed>``:
 
 * guards by event time, per column group: *facets* columns (``facets_time``): a newer event's non-null
   value wins, an older one only fills a null; ``first_seen = least``, ``last_seen = greatest``;

@@ -32,7 +32,7 @@ def test_objects_before_the_block_are_frozen_and_given_back() -> None:
         assert frozen >= len(before)
         assert gc.isenabled()
         made = [[i] for i in range(1000)]       # young: seen by the block's collections, not frozen
-        assert gc.get_freeze_count() == frozen and len(made) == 1000
+        assert gc.get_freeze_count() <= frozen and len(made) == 1000   # (frozen objects freed meanwhile leave)
         with frozen_heap():          # nested: no second freeze, no early unfreeze
             assert gc.get_freeze_count() >= len(before)
         assert gc.get_freeze_count() >= len(before)
