@@ -28,8 +28,8 @@ import pandas as pd
 
 from .worker_heap import freeze_imports
 
-__all__ = ["recombine_self_parts", "merge_parts", "RECOMBINED_SCHEMA", "PACKED_RECOMBINED_SCHEMA", "STATE_SCHEMA", "group_key_column",
-           "balanced_plain_labels",
+__all__ = ["recombine_self_parts", "merge_parts", "RECOMBINED_SCHEMA", "PACKED_RECOMBINED_SCHEMA", "STATE_SCHEMA",
+           "group_key_column", "balanced_plain_labels",
            "recombine_group", "recombine_self_parts_batch", "plain_rows_batch", "self_parts_batch",
            "self_group_key"]
 
@@ -52,6 +52,8 @@ def _names(schema: str) -> list[str]:
 
 RECOMBINED_SCHEMA = _recombined_schema()
 _COLUMNS = _names(RECOMBINED_SCHEMA)
+
+
 def _packed_recombined_schema() -> str:
     from .decode import PACKED_SCHEMA
 
