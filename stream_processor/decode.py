@@ -58,7 +58,9 @@ _KAFKA_TS = PACKED_COLUMNS.index("kafka_timestamp")
 def pack_row(row: dict[str, Any]) -> bytes:
     """:data:`PACKED_COLUMNS` of ``row`` as one value. ``marshal`` (str, int, bytes, None, lists, dicts):
     ~1 us a row, and reading it back builds data only, never runs code (unlike pickle). ``kafka_timestamp`` is
-    written as microseconds since the epoch (a datetime is not marshalable)."""
+    written as microseconds since the epoch (a datetime is not marshalable). The format is the running
+    interpreter's: a packed value never outlives its micro-batch (the state stores keep only the dedupe keys
+    and the `$self` parts as JSON), so no other Python version ever reads it."""
     values = [row.get(name) for name in PACKED_COLUMNS]
     ts = values[_KAFKA_TS]
     if isinstance(ts, datetime):
