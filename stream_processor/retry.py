@@ -53,6 +53,7 @@ _UNAVAILABLE_MARKERS = (
     "connection is closed", "connection to server", "no connection to the server", "consuming input failed",
     "cannot connect to the graph database", "connection timeout expired", "timeout expired",
     "adminshutdown", "operationalerror", "connection reset", "broken pipe", "the connection is lost",
+    "connection socket closed",  # psycopg, when the server ends a connection mid-COPY (seen in the flapping test)
 )
 #: Texts that mean a misconfiguration: waiting would not help.
 _FATAL_MARKERS = ("password authentication failed", "no pg_hba.conf entry", "role \"", "does not exist")

@@ -134,6 +134,10 @@ def test_retrier_retries_only_outages_and_can_be_cancelled(pg_dsn):
     assert is_postgres_unavailable(refused.value)
     assert not is_postgres_unavailable(ValueError("a bug"), pg_dsn)      # PostgreSQL answers: not an outage
     assert is_postgres_unavailable(RuntimeError("Job aborted"), closed)  # inconclusive text: probed
+    # a terminated connection as a Spark task failure's text reaches the driver: no psycopg type, no probe
+    # needed (PostgreSQL answers again by then)
+    assert is_postgres_unavailable(RuntimeError("schemas.errors.StoreError: staging batch 1 part 0 failed: "
+                                                "connection socket closed"), pg_dsn)
 
     registry = CollectorRegistry()
     retrier = PostgresRetrier(pg_dsn, BackoffPolicy(initial_seconds=0.01), DependencyMetrics.for_registry(registry))
