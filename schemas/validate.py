@@ -7,11 +7,11 @@ Rules (from the spec's JSON schema, plus the pipeline's normalisation):
 - Every event: ``eventTime`` (ISO-8601 date-time *with* an offset; a naive time is rejected),
   ``producer`` (an absolute URI). ``schemaURL`` is required by the spec but is only checked to be
   a string when present, since Evo lineage events and older clients omit it.
-- RunEvent: ``run.runId`` a UUID (8-4-4-4-12 hex), ``job.namespace`` / ``job.name`` non-empty
-  strings; ``eventType``, optional in the spec, must be one of START, RUNNING, COMPLETE, ABORT,
+- RunEvent: ``run.runId`` a UUID (8-4-4-4-12 hex), ``job.namespace`` / ``job.name`` strings (the spec
+  puts no length on them: an empty string is a valid name and is kept, not rejected); ``eventType``, optional in the spec, must be one of START, RUNNING, COMPLETE, ABORT,
   FAIL, OTHER when present.
 - JobEvent: ``job``; DatasetEvent: ``dataset`` with ``namespace`` / ``name``.
-- ``inputs`` / ``outputs``: lists of objects with non-empty string ``namespace`` and ``name``;
+- ``inputs`` / ``outputs``: lists of objects with string ``namespace`` and ``name`` (empty allowed, as above);
   ``facets`` / ``inputFacets`` / ``outputFacets`` / ``run.facets`` / ``job.facets``: objects.
 
 Normalisation (the returned dict is new; the input is not modified):
@@ -110,8 +110,8 @@ def _name(obj: dict[str, Any], key: str, where: str) -> str:
     value = obj.get(key)
     if value is None:
         raise _fail(f"{where}.{key}", "is required", "validation.missing")
-    if type(value) is not str or not value:
-        raise _fail(f"{where}.{key}", f"must be a non-empty string, not {_short(value)}", "validation.type")
+    if type(value) is not str:
+        raise _fail(f"{where}.{key}", f"must be a string, not {_short(value)}", "validation.type")
     return value
 
 

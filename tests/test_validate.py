@@ -154,7 +154,7 @@ def test_inputs_and_outputs_are_lists_of_named_objects() -> None:
     outs = [{"namespace": "a", "name": "b"}, {"namespace": "a", "name": "c"}, {"namespace": "a", "name": 3}]
     fails(run_event(outputs=outs), "outputs[2].name", "validation.type")
     fails(run_event(inputs=[{"name": "b"}]), "inputs[0].namespace", "validation.missing")
-    fails(run_event(inputs=[{"namespace": "a", "name": ""}]), "inputs[0].name", "validation.type")
+    fails(run_event(inputs=[{"namespace": "a", "name": None}]), "inputs[0].name", "validation.missing")
     fails(run_event(inputs=[{"namespace": "a", "name": "b", "facets": []}]), "inputs[0].facets", "validation.type")
     fails(run_event(outputs=[{"namespace": "a", "name": "b", "outputFacets": 1}]), "outputs[0].outputFacets",
           "validation.type")
@@ -271,3 +271,16 @@ def test_seed_example_document_validates() -> None:
     [msg] = decode_message(encode_evo_document([seed], "/events/0/outputs/0"),
                            [subject_header({"namespace": ns, "name": "new-object:1"})])
     assert validate_message(msg)["outputs"] == [{"namespace": ns, "name": "new-object:1"}]
+
+
+def test_empty_namespace_and_name_are_valid_as_in_the_spec() -> None:
+    # spec/OpenLineage.json: Job and Dataset namespace / name are "type": "string" with no minLength
+    event = run_event(job={"namespace": "", "name": ""}, inputs=[{"namespace": "", "name": "t"}],
+                      outputs=[{"namespace": "s3://bucket", "name": ""}])
+    out = validate_event(event)
+    assert out["job"] == {"namespace": "", "name": ""}
+    assert (out["inputs"][0]["namespace"], out["outputs"][0]["name"]) == ("", "")
+    dataset_event = {"eventTime": "2024-05-01T12:00:00Z", "producer": "https://example.com/p",
+                     "dataset": {"namespace": "", "name": ""}}
+    assert validate_event(dataset_event)["dataset"] == {"namespace": "", "name": ""}
+    fails(run_event(job={"namespace": "", "name": 7}), "job.name", "validation.type")
