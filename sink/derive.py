@@ -56,7 +56,8 @@ Rules (the store's contract; tests/test_derive.py pins them):
 * **Facets** are the producer's: one marked ``"_deleted": true`` (the spec's "delete this facet") is
   ignored (``"_deleted": null``, as dbt writes it, is no deletion). Facet values bound for typed columns
   are checked, never trusted, so one odd value cannot fail a whole batch's COPY: ``nominalTime`` times
-  must be ISO-8601 with an offset (stored in UTC, else left out), parent / root ``runId`` must be UUIDs
+  are ISO-8601 (stored in UTC; a time without an offset, or a bare
+  date, is read as UTC; anything else is left out), parent / root ``runId`` must be UUIDs
   (else the run link is left out; the parent job is kept), counts must fit a bigint (else left out).
 * Text PostgreSQL cannot hold (NUL characters, lone surrogates) rejects the event
   (:class:`schemas.errors.EventValidationError` code ``validation.unstorable``): see :func:`check_storable`.
@@ -459,14 +460,26 @@ def _live_facets(facets: dict[str, Any]) -> dict[str, Any]:
     return facets
 
 
+_NAIVE_NOMINAL = re.compile(r"\d{4}-\d{2}-\d{2}(?:[Tt ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?)?\Z", re.ASCII)
+
+
 def _timestamp(value: Any) -> str | None:
-    """A facet's date-time (``nominalTime``) as UTC text for a ``timestamptz`` column, or None when it is not
-    an ISO-8601 date-time with an offset: facet content is the producer's, and one bad value must not fail
-    the COPY of a whole batch."""
+    """A ``nominalTime`` facet's date-time as UTC text for a ``timestamptz`` column, or None when it is no
+    ISO-8601 date or date-time: facet content is the producer's, and one bad value must not fail the COPY of
+    a whole batch. A time with an offset is converted to UTC; one without (``2020-01-01T03:00:00``) or a bare
+    date (``2020-01-01``, as the OpenLineage Python client's own tests send) is read as UTC (midnight for a
+    date): a nominal time names a schedule slot, and schedulers (Airflow's logical dates) keep those in UTC.
+    Unlike ``eventTime``, which is rejected without an offset, a nominal time is annotation, not identity."""
     if value is None:
         return None
     try:
         return normalise_event_time(value, "nominalTime")
+    except EventValidationError:
+        if type(value) is not str or _NAIVE_NOMINAL.match(value) is None:
+            return None
+    as_utc = value + ("T00:00:00Z" if len(value) == 10 else ":00Z" if len(value) == 16 else "Z")
+    try:
+        return normalise_event_time(as_utc, "nominalTime")
     except EventValidationError:
         return None
 

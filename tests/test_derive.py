@@ -349,3 +349,33 @@ def test_deleted_facets_are_ignored_and_null_deleted_is_not_a_deletion():
     assert job["job_type"] is None
     [version] = rows_of(rows, "stg_job_versions")
     assert version["sql"] == "select 1"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("start, end, expected_start, expected_end", [
+    # the OpenLineage Python client's tests (nominal_time_without_end.json, serde_example_run_event.json)
+    ("2020-01-01", "2020-01-02", "2020-01-01T00:00:00.000000Z", "2020-01-02T00:00:00.000000Z"),
+    ("2020-12-17T03:00:00.001", None, "2020-12-17T03:00:00.001000Z", None),
+    ("2020-12-17T03:00:00+02:00", "2020-12-17 04:00", "2020-12-17T01:00:00.000000Z", "2020-12-17T04:00:00.000000Z"),
+    ("yesterday", "2020-13-01", None, None),
+])
+def test_nominal_time_without_offset_is_read_as_utc(start, end, expected_start, expected_end):
+    rid = str(uuid.uuid4())
+    facet = {"nominalStartTime": start, **({"nominalEndTime": end} if end else {})}
+    [run] = rows_of(derive_batch([stored(run_event("START", T1, rid, run_facets={"nominalTime": facet}))]),
+                    "stg_runs")
+    assert (run["nominal_start"], run["nominal_end"]) == (expected_start, expected_end)
+
+
+@pytest.mark.unit
+def test_empty_namespace_and_names_derive_their_nodes():
+    rid = str(uuid.uuid4())
+    event = run_event("COMPLETE", T1, rid, inputs=[{"namespace": "", "name": "src"}],
+                      outputs=[{"namespace": "s3://bucket", "name": ""}])
+    event["job"] = {"namespace": "", "name": ""}
+    rows = derive_batch([stored(event)])
+    assert {(d["namespace"], d["name"]) for d in rows_of(rows, "stg_datasets")} == {("", "src"), ("s3://bucket", "")}
+    [job] = rows_of(rows, "stg_jobs")
+    assert (job["job_id"], job["qualified_name"]) == (job_id("", ""), "/")
+    [edge] = [e for e in rows_of(rows, "stg_edges") if e["kind"] == "dataset"]
+    assert (edge["source_node_id"], edge["target_node_id"]) == (dataset_id("", "src"), dataset_id("s3://bucket", ""))
