@@ -53,8 +53,15 @@ Rules (the store's contract; tests/test_derive.py pins them):
 * **Tracing properties** (paper §3.4.4): job facet ``tracing`` overlaid by run facet
   ``transformTracing``, keys ``deterministic, reversible, privacy_preserving, generative, terminal``
   (camelCase accepted); kept on the job, the edges and the provenance records.
-* **Facets** are the producer's: one marked ``"_deleted": true`` (the spec's "delete this facet") is
-  ignored (``"_deleted": null``, as dbt writes it, is no deletion). Facet values bound for typed columns
+* **Facets** are the producer's. One marked ``"_deleted": true`` (the spec's "delete this facet", for
+  dataset and job facets) is not read, and it *clears* what that facet set on the node: dataset
+  ``documentation`` -> description, ``ownership`` -> owner, ``tags`` -> tags, ``schema`` -> fields and
+  fields_hash; job ``jobType`` -> job_type, ``documentation`` -> description, ``ownership`` -> owners. The
+  cleared value (:data:`CLEARED_TEXT` / :data:`CLEARED_JSON`, not NULL, which means "not said") takes part
+  in the facets-time ordering like any value: a deletion newer than the facet wins in any arrival order, an
+  older one does not undo a newer facet. Per-version facts (statistics, quality, the version's schema), node
+  type, symlinks and job versions are history and are not cleared. ``"_deleted": null``, as dbt writes it,
+  is no deletion. Facet values bound for typed columns
   are checked, never trusted, so one odd value cannot fail a whole batch's COPY: ``nominalTime`` times
   are ISO-8601 (stored in UTC; a time without an offset, or a bare
   date, is read as UTC; anything else is left out), parent / root ``runId`` must be UUIDs
@@ -452,6 +459,27 @@ def _all_facets(ds: Mapping[str, Any]) -> dict[str, Any]:
     return _live_facets(out)
 
 
+#: Staged values of a column whose facet an event deleted (``"_deleted": true``): not NULL, which means "not
+#: said" and leaves the stored value, but the column's empty value, which the merge takes like any newer
+#: value (text columns ``''``, jsonb columns JSON ``null``; readers treat both as none).
+CLEARED_TEXT = ""
+CLEARED_JSON = "null"
+
+
+def _deleted_facets(facets: Any) -> frozenset[str]:
+    """Names of the facets marked ``"_deleted": true`` in one facets object (``"_deleted": null`` is none)."""
+    if not isinstance(facets, dict):
+        return frozenset()
+    return frozenset(k for k, v in facets.items() if type(v) is dict and v.get("_deleted") is True)
+
+
+def _deleted_dataset_facets(ds: Mapping[str, Any]) -> frozenset[str]:
+    out: frozenset[str] = frozenset()
+    for key in ("facets", "inputFacets", "outputFacets"):
+        out |= _deleted_facets(ds.get(key))
+    return out
+
+
 def _live_facets(facets: dict[str, Any]) -> dict[str, Any]:
     """``facets`` without those marked ``"_deleted": true`` (spec: "set to true to delete a facet")."""
     for value in facets.values():
@@ -461,6 +489,11 @@ def _live_facets(facets: dict[str, Any]) -> dict[str, Any]:
 
 
 _NAIVE_NOMINAL = re.compile(r"\d{4}-\d{2}-\d{2}(?:[Tt ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?)?\Z", re.ASCII)
+
+
+def _cleared(deleted: frozenset[str], columns: tuple[tuple[str, Any, str], ...]) -> list[Any]:
+    """Each ``(facet, value, cleared)``'s value, or its cleared value when the event deleted that facet."""
+    return [cleared if facet in deleted else value for facet, value, cleared in columns]
 
 
 def _timestamp(value: Any) -> str | None:
@@ -561,6 +594,7 @@ class _Deriver:
         raw_name = str(ds.get("name"))
         name, name_version = resolve_dataset_name(ns, raw_name)
         facets = _all_facets(ds)
+        deleted = _deleted_dataset_facets(ds)
         node = self.ds_id(ns, name)
         symlinks = facets.get("symlinks")
         canonical_ns, canonical_name = ns, name
@@ -586,15 +620,16 @@ class _Deriver:
             # known alias from an earlier batch: the facets go to the canonical node, whose names we do
             # not know here; the merge never updates names of an existing row (they define its id).
             self._dataset_row(node, ns, name, None, {}, time, False, None, False)
-            self._dataset_row(canonical, ns, name, name_version, facets, time, described, None, False)
+            self._dataset_row(canonical, ns, name, name_version, facets, time, described, None, False,
+                              deleted=deleted)
         else:
             self._dataset_row(canonical, canonical_ns, canonical_name, name_version, facets, time, described,
-                              None, False, guess)
+                              None, False, guess, deleted)
         return canonical, canonical_ns, canonical_name, name_version, facets
 
     def _dataset_row(self, node: str, ns: str, name: str, version: str | None, facets: Mapping[str, Any],
                      time: str, described: bool, alias_of: str | None, is_alias: bool,
-                     guess: str | None = None) -> None:
+                     guess: str | None = None, deleted: frozenset[str] = frozenset()) -> None:
         has_facets = bool(facets) and not is_alias
         fields, fields_json, fields_hash = self.schema(facets) if has_facets else (None, None, None)
         owners = (facets.get("ownership") or {}).get("owners") if has_facets else None
@@ -603,12 +638,20 @@ class _Deriver:
             owner = owners[0].get("name")
         doc = facets.get("documentation") if has_facets else None
         tags = _tags(facets) if has_facets else []
+        description = doc.get("description") if isinstance(doc, dict) else None
+        tags_json = _dumps(tags) if tags else None
+        if deleted:
+            description, owner, tags_json = _cleared(deleted, (
+                ("documentation", description, CLEARED_TEXT), ("ownership", owner, CLEARED_TEXT),
+                ("tags", tags_json, CLEARED_JSON)))
+            if "schema" in deleted:
+                fields_json, fields_hash = CLEARED_JSON, CLEARED_TEXT
         self.t["stg_datasets"].append((
             node, ns, name, f"{ns}/{name}",
             node_type_for(facets) if has_facets else None, guess or _guess_node_type(ns, name),
-            doc.get("description") if isinstance(doc, dict) else None, owner,
-            _dumps(tags) if tags else None, fields_json, fields_hash, alias_of, not (described or has_facets or is_alias), time, time,
-            time if (has_facets or is_alias) else None,
+            description, owner, tags_json, fields_json, fields_hash, alias_of,
+            not (described or has_facets or is_alias or deleted), time, time,
+            time if (has_facets or is_alias or deleted) else None,
         ))
         self.t["stg_namespaces"].append((ns, time))
 
@@ -655,17 +698,23 @@ class _Deriver:
         job_ns, job_name = str(job.get("namespace") or ""), str(job.get("name"))
         job_node = ids.job_id(job_ns, job_name)
         job_facets = _live_facets(_obj(job, "facets"))
+        deleted = _deleted_facets(job.get("facets"))
         run_facets = _obj(run, "facets")
         tracing = _tracing(job_facets, run_facets)
         jt = _obj(job_facets, "jobType")
         owners = (job_facets.get("ownership") or {}).get("owners") if isinstance(job_facets.get("ownership"), dict) else None
         doc = job_facets.get("documentation")
         job_type = "/".join(str(jt.get(k) or "") for k in ("processingType", "integration", "jobType")) if jt else None
+        description = doc.get("description") if isinstance(doc, dict) else None
+        owners_json = _dumps(owners) if isinstance(owners, list) else None
+        if deleted:
+            job_type, description, owners_json = _cleared(deleted, (
+                ("jobType", job_type, CLEARED_TEXT), ("documentation", description, CLEARED_TEXT),
+                ("ownership", owners_json, CLEARED_JSON)))
         self.t["stg_jobs"].append((
-            job_node, job_ns, job_name, f"{job_ns}/{job_name}", job_type,
-            doc.get("description") if isinstance(doc, dict) else None,
-            _dumps(owners) if isinstance(owners, list) else None, _dumps(tracing) if tracing else None,
-            False, time, time, time if (job_facets or tracing) else None,
+            job_node, job_ns, job_name, f"{job_ns}/{job_name}", job_type, description, owners_json,
+            _dumps(tracing) if tracing else None, False, time, time,
+            time if (job_facets or tracing or deleted) else None,
         ))
         self.t["stg_namespaces"].append((job_ns, time))
         # transform revision

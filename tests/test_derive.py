@@ -332,7 +332,7 @@ def test_column_lineage_names_the_canonical_source_table():
 
 
 @pytest.mark.unit
-def test_deleted_facets_are_ignored_and_null_deleted_is_not_a_deletion():
+def test_deleted_facets_are_not_read_and_null_deleted_is_not_a_deletion():
     rid = str(uuid.uuid4())
     # dbt writes "_deleted": null on every facet; "_deleted": true means "delete this facet" (spec)
     out = ds("b", fields=["x"], documentation={"description": "gone", "_deleted": True},
@@ -343,10 +343,10 @@ def test_deleted_facets_are_ignored_and_null_deleted_is_not_a_deletion():
                                   "sql": {"_deleted": None, "query": "select 1"}})
     rows = derive_batch([stored(event)])
     [dataset] = rows_of(rows, "stg_datasets")
-    assert dataset["description"] is None and dataset["node_type"] is None
+    assert dataset["description"] == "" and dataset["node_type"] is None    # cleared; the type is not read
     assert json.loads(dataset["fields"])[0]["name"] == "x"
     [job] = rows_of(rows, "stg_jobs")
-    assert job["job_type"] is None
+    assert job["job_type"] == ""
     [version] = rows_of(rows, "stg_job_versions")
     assert version["sql"] == "select 1"
 
@@ -379,3 +379,26 @@ def test_empty_namespace_and_names_derive_their_nodes():
     assert (job["job_id"], job["qualified_name"]) == (job_id("", ""), "/")
     [edge] = [e for e in rows_of(rows, "stg_edges") if e["kind"] == "dataset"]
     assert (edge["source_node_id"], edge["target_node_id"]) == (dataset_id("", "src"), dataset_id("s3://bucket", ""))
+
+
+@pytest.mark.unit
+def test_deleted_facet_stages_the_cleared_value_and_null_deleted_is_no_deletion():
+    rid = str(uuid.uuid4())
+    gone = {"_deleted": True}
+    out = {"namespace": NS, "name": "t", "facets": {"documentation": gone, "ownership": gone, "tags": gone,
+                                                    "schema": gone, "datasetType": {"datasetType": "VIEW"}}}
+    kept = {"namespace": NS, "name": "u", "facets": {"documentation": {"description": "d", "_deleted": None}}}
+    event = run_event("COMPLETE", T1, rid, outputs=[out, kept],
+                      job_facets={"documentation": gone, "ownership": gone, "jobType": gone})
+    rows = derive_batch([stored(event)])
+    datasets = {d["name"]: d for d in rows_of(rows, "stg_datasets")}
+    cleared = {k: datasets["t"][k] for k in ("description", "owner", "tags", "fields", "fields_hash", "node_type")}
+    assert cleared == {"description": "", "owner": "", "tags": "null", "fields": "null", "fields_hash": "",
+                       "node_type": "view"}
+    assert datasets["t"]["facets_time"] == T1 and datasets["u"]["description"] == "d"
+    [job] = rows_of(rows, "stg_jobs")
+    assert (job["job_type"], job["description"], job["owners"], job["facets_time"]) == ("", "", "null", T1)
+    # an event that does not mention the facet says nothing: NULL, the stored value stays
+    [plain] = [d for d in rows_of(derive_batch([stored(run_event("COMPLETE", T1, rid, outputs=[ds("t")]))]),
+                                  "stg_datasets")]
+    assert plain["description"] is None and plain["fields"] is None
