@@ -28,7 +28,7 @@ def typed_client_event(event: dict[str, Any]) -> Any:
 
     out = client_event(event)
     parent = (event["run"].get("facets") or {}).get("parent")
-    if parent and "run" in parent:
+    if parent and "runId" in (parent.get("run") or {}):
         root = parent.get("root")
         out.run.facets["parent"] = parent_run.ParentRunFacet(
             run=parent_run.Run(runId=parent["run"]["runId"]),
@@ -57,7 +57,8 @@ def test_official_kafka_transport_into_the_stream(spark: Any, kafka_bootstrap: s
             # Spark's parent facets without a run (its CLI and serde fixtures) are no ParentRunFacet the Python
             # client can build, and its key function reads only typed facets: those go with a fixed key
             parent = (item.event["run"].get("facets") or {}).get("parent")
-            (fixed_key if parent and "run" not in parent else keyed).emit(typed_client_event(copy.deepcopy(item.event)))
+            untyped = parent and "runId" not in (parent.get("run") or {})     # also the proxy's invalid parent
+            (fixed_key if untyped else keyed).emit(typed_client_event(copy.deepcopy(item.event)))
         h.drain()
         assert h.total("rejected") == 0
         assert h.total("consumed") == len(VALID_EVENTS)
