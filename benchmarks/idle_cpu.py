@@ -5,9 +5,12 @@
 Starts the embedded broker and PostgreSQL, runs :func:`stream_processor.runner.run_processor` on a thread,
 produces 10 events (so that the query has processed data), waits ``--warmup-seconds`` (startup, those
 events, their quiet period) and then prints the CPU seconds of this process tree (driver, JVM, Python
-workers, broker, PostgreSQL) during ``--window-seconds`` with nothing arriving. Spark runs a no-data
-micro-batch every trigger while the `$self` operator has processing-time timeouts, which is what this
-measures. Prints figures; asserts nothing.
+workers, broker, PostgreSQL) during ``--window-seconds`` with nothing arriving: the empty micro-batch
+the source's tick starts every ``tick_interval()`` (5 s by default; ``--tick-seconds 0`` gives Spark's
+no-data micro-batch on every trigger, as before ticks). Prints figures; asserts nothing.
+
+Measured (2-core machine, trigger 1 s): 20.8 CPU-s in 50 s (42 % of a core) with a no-data batch per
+trigger; 5.0 CPU-s in 50 s (10 %) with a tick every 5 s.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ def main() -> None:
     parser.add_argument("--trigger-seconds", type=float, default=1.0)
     parser.add_argument("--warmup-seconds", type=float, default=90.0)
     parser.add_argument("--window-seconds", type=float, default=60.0)
+    parser.add_argument("--tick-seconds", type=float, default=None, help="default: the processor's own")
     args = parser.parse_args()
 
     from lineage.embedded.broker import EmbeddedBroker
@@ -62,7 +66,8 @@ def main() -> None:
     stop = threading.Event()
     try:
         settings = ProcessorSettings(bootstrap_servers=broker.bootstrap, postgres_dsn=pg.create_database("idle"),
-                                     checkpoint_dir=str(work / "ck"), trigger_interval_seconds=args.trigger_seconds)
+                                     checkpoint_dir=str(work / "ck"), trigger_interval_seconds=args.trigger_seconds,
+                                     tick_seconds=args.tick_seconds)
         runner = threading.Thread(target=run_processor, args=(settings,),
                                   kwargs={"stop_event": stop, "status": lambda _s: None}, daemon=True)
         runner.start()

@@ -12,7 +12,16 @@ an executor with a group-less consumer (``assign()``) and returned as Arrow reco
 Options: ``kafka.bootstrap.servers``, ``subscribe`` (comma list) or ``subscribePattern``,
 ``startingOffsets`` (``earliest`` | ``latest`` | JSON), ``maxOffsetsPerTrigger`` (a read limit),
 ``pollTimeoutMs``, ``chunkTimeoutSeconds`` (how long a chunk group may stay incomplete, see
-:func:`read_range`) and any ``kafka.<librdkafka key>``.
+:func:`read_range`), ``tickSeconds`` (below) and any ``kafka.<librdkafka key>``.
+
+**Ticks.** With ``tickSeconds`` > 0 the offset JSON carries ``"$tick": n``, the wall clock in units of
+``tickSeconds``, so that its end offset changes once per tick even when no record arrived: Spark then
+runs an (empty) micro-batch, in which the `$self` recombiner's processing-time timeouts fire. The
+processor turns Spark's own no-data micro-batches off when it uses ticks
+(:func:`stream_processor.pipeline.start_query`): those run on *every* trigger of an idle query, because
+an operator with processing-time timeouts always asks for another batch, and cost ~40 % of a core at a
+1 s trigger on the 2-core bench machine (``benchmarks/idle_cpu.py``). A tick costs the same as such a
+batch, but only once per ``tickSeconds``.
 
 **The end of a partition.** The embedded tansu broker's ListOffsets(latest) may answer the
 base offset of the last record batch instead of the log end; the high watermark carried by a
@@ -431,8 +440,8 @@ class HighWatermarkProbe:
 
 
 #: Keys of the offset JSON that are not topics ("$" is not allowed in a Kafka topic name):
-#: ``$ids`` {topic: topic id}, ``$from`` / ``$reset`` {topic: {partition: offset}} (see the module docs).
-META_KEYS = ("$ids", "$from", "$reset")
+#: ``$ids`` {topic: topic id}, ``$from`` / ``$reset`` {topic: {partition: offset}}, ``$tick`` n (see the module docs).
+META_KEYS = ("$ids", "$from", "$reset", "$tick")
 
 
 def _to_offsets(d: dict[tuple[str, int], int], **meta: Any) -> Offsets:
@@ -491,6 +500,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.chunk_timeout_seconds = float(opts.get("chunktimeoutseconds", "60"))  # see read_range
         #: how long the driver's offset probe waits out an unreachable broker before the query fails
         self.probe_retry_seconds = float(opts.get("proberetryseconds", "15"))
+        #: > 0: an end offset changes every ``tick_seconds`` even without records (module doc: ticks)
+        self.tick_seconds = float(opts.get("tickseconds", "0"))
         self._probe: HighWatermarkProbe | None = None
         self._known: dict[tuple[str, int], int] = {}
         self._target: dict[tuple[str, int], int] | None = None
@@ -605,7 +616,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         elif limit is None:
             max_rows = self.max_rows
         ends = plan_end_offsets({**begin, **starts}, latest, max_rows)
-        return _to_offsets(ends, ids=self._ids, **{"from": starts, "reset": reset})
+        out = _to_offsets(ends, ids=self._ids, **{"from": starts, "reset": reset})
+        if self.tick_seconds > 0:
+            out["$tick"] = int(time.time() // self.tick_seconds)
+        return out
 
     def reportLatestOffset(self) -> dict | None:
         return _to_offsets(self._known) if self._known else None

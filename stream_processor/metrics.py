@@ -118,6 +118,8 @@ class ProcessorMetrics:
             except (TypeError, ValueError):
                 continue
             for topic, parts in (latest or {}).items():
+                if topic.startswith("$"):  # the source's meta keys (kafka_source.META_KEYS), not a topic
+                    continue
                 for part, off in parts.items():
                     lag = max(int(off) - int((end.get(topic) or {}).get(part, off)), 0)
                     self.lag.labels(topic, part).set(lag)

@@ -18,7 +18,7 @@ from typing import Any
 
 from .settings import ProcessorSettings
 
-__all__ = ["read_kafka", "native_kafka_available", "build_stream", "start_query"]
+__all__ = ["read_kafka", "native_kafka_available", "source_format", "build_stream", "start_query"]
 
 log = logging.getLogger(__name__)
 
@@ -33,13 +33,20 @@ def native_kafka_available(spark: Any) -> bool:
         return False
 
 
-def read_kafka(spark: Any, settings: ProcessorSettings) -> Any:
-    """The input stream with the native Kafka columns, from whichever source is available."""
-    from .kafka_source import register
-
+def source_format(spark: Any, settings: ProcessorSettings) -> str:
+    """``kafka`` (Spark's own connector) or ``lineage_kafka`` (ours), as ``settings.source_format`` says."""
     fmt = settings.source_format
     if fmt == "auto":
         fmt = "kafka" if native_kafka_available(spark) else "lineage_kafka"
+    return fmt
+
+
+def read_kafka(spark: Any, settings: ProcessorSettings, tick_seconds: float = 0.0) -> Any:
+    """The input stream with the native Kafka columns, from whichever source is available.
+    ``tick_seconds`` > 0: ``lineage_kafka``'s ticks (kafka_source.py module doc; ignored by the native source)."""
+    from .kafka_source import register
+
+    fmt = source_format(spark, settings)
     if fmt == "lineage_kafka":
         register(spark)
     reader = spark.readStream.format(fmt).option("kafka.bootstrap.servers", settings.bootstrap_servers)
@@ -58,18 +65,20 @@ def read_kafka(spark: Any, settings: ProcessorSettings) -> Any:
         reader = reader.option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
     if fmt == "kafka":
         reader = reader.option("failOnDataLoss", "false")
+    elif tick_seconds > 0:
+        reader = reader.option("tickSeconds", str(tick_seconds))
     log.info("input source: %s", fmt)
     return reader.load()
 
 
-def build_stream(spark: Any, settings: ProcessorSettings, source: Any = None) -> Any:
+def build_stream(spark: Any, settings: ProcessorSettings, source: Any = None, tick_seconds: float = 0.0) -> Any:
     """The processed stream before the sink: ``PACKED_RECOMBINED_SCHEMA`` rows (recombine.py; the writer
     reads them through :func:`stream_processor.decode.full_rows`)."""
     from .decode import PACKED_SCHEMA, decode_batches
     from .dedupe import dedupe_within_window
     from .recombine import recombine_self_parts
 
-    source = source if source is not None else read_kafka(spark, settings)
+    source = source if source is not None else read_kafka(spark, settings, tick_seconds)
     registry_url = settings.registry_url
 
     def decode(batches: Any) -> Any:
@@ -83,9 +92,19 @@ def build_stream(spark: Any, settings: ProcessorSettings, source: Any = None) ->
 
 def start_query(spark: Any, settings: ProcessorSettings, writer: Any, available_now: bool = False,
                 query_name: str | None = None) -> Any:
-    """Start the query with ``writer`` as its ``foreachBatch``; returns the ``StreamingQuery``."""
-    stream = build_stream(spark, settings)
+    """Start the query with ``writer`` as its ``foreachBatch``; returns the ``StreamingQuery``.
+
+    With ``lineage_kafka`` and a processing-time trigger, an idle query runs an empty micro-batch once per
+    :meth:`~stream_processor.settings.ProcessorSettings.tick_interval` (the source's ticks) instead of
+    Spark's no-data micro-batch on every trigger: those are turned off for this query.
+    """
+    ticks = 0.0
+    if not available_now and settings.trigger_interval_seconds > 0 and source_format(spark, settings) == "lineage_kafka":
+        ticks = settings.tick_interval()
+    stream = build_stream(spark, settings, tick_seconds=ticks)
     spark.conf.set("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
+    # read when the query starts (the query keeps its own copy of the session's settings)
+    spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false" if ticks > 0 else "true")
     ws = (stream.writeStream.foreachBatch(writer)
           .option("checkpointLocation", settings.checkpoint_dir)
           .outputMode("append"))

@@ -274,7 +274,10 @@ def run_processor(settings: ProcessorSettings, available_now: bool = False, spar
         while not stop.is_set():
             writer = GraphBatchWriter(settings, on_batch=batch_done, metrics_registry=metrics.registry)
             batches_before = metrics.totals["batches"]
-            query = start_query(spark, settings, writer)
+            # a drain is short: Spark's no-data micro-batches, so that the last `$self` groups are emitted
+            # one quiet period after the last part (the wait in _watch), not up to a tick later
+            query = start_query(spark, settings.model_copy(update={"tick_seconds": 0.0}) if available_now
+                                else settings, writer)
             outcome = None
             try:
                 outcome = _watch(query, stop, settings, metrics, status, status_interval_seconds, targets,

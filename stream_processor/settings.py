@@ -53,6 +53,10 @@ class ProcessorSettings(KafkaSecurity, BaseSettings):
     dedupe_window_seconds: int = 3600
     #: ``LINEAGE_RECOMBINE_QUIET_SECONDS``: `$self` parts of a run are emitted after this long without a new part.
     recombine_quiet_seconds: float = 10.0
+    #: ``LINEAGE_TICK_SECONDS``: how often an idle query runs an empty micro-batch, in which the `$self`
+    #: recombiner's timeouts fire (``lineage_kafka`` source only; see :meth:`tick_interval`). None: half the
+    #: quiet period, at least the trigger interval; 0: Spark's no-data micro-batch on every trigger instead.
+    tick_seconds: float | None = Field(default=None, ge=0)
     #: ``LINEAGE_RECOMBINE_STATE_TTL_SECONDS``: a recombined run's state is dropped this long after its last part.
     recombine_state_ttl_seconds: float = 3600.0
     #: ``LINEAGE_METRICS_PORT``: Prometheus HTTP port (0: a free port, printed at start; None: no endpoint).
@@ -122,6 +126,19 @@ class ProcessorSettings(KafkaSecurity, BaseSettings):
         options["pollTimeoutMs"] = str(int(self.source_poll_timeout_seconds * 1000))
         options["probeRetrySeconds"] = str(self.source_probe_retry_seconds)
         return options
+
+    def tick_interval(self) -> float:
+        """Seconds between the ticks of an idle query (``lineage_kafka``'s ``tickSeconds``; 0: no ticks).
+
+        An idle query with the `$self` recombiner would otherwise run a no-data micro-batch on every
+        trigger (~40 % of a core at 1 s on the 2-core bench machine). A `$self` group is emitted at most
+        ``recombine_quiet_seconds + tick_interval()`` after its last part, instead of quiet + one trigger.
+        """
+        if self.tick_seconds is not None:
+            return float(self.tick_seconds)
+        if self.trigger_interval_seconds <= 0:
+            return 0.0  # as fast as possible: a benchmark or a backfill, not an idle service
+        return max(self.trigger_interval_seconds, self.recombine_quiet_seconds / 2)
 
     def retry_policy(self) -> Any:
         """The :class:`~stream_processor.retry.BackoffPolicy` of the sink's PostgreSQL retries."""

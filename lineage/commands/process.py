@@ -39,6 +39,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--starting-offsets", default=e("--starting-offsets", "earliest"))
     p.add_argument("--recombine-quiet-seconds", type=float, default=e("--recombine-quiet-seconds", 10.0))
     p.add_argument("--dedupe-window-seconds", type=int, default=e("--dedupe-window-seconds", 3600))
+    p.add_argument("--tick-seconds", type=float, default=e("--tick-seconds"),
+                   help="an idle query's empty micro-batch, in which `$self` groups time out, every this many "
+                        "seconds (default: half the quiet period, at least the trigger; 0: every trigger)")
     add_data_dir(p)
     p.set_defaults(func=run)
 
@@ -62,6 +65,7 @@ def build_settings(args: argparse.Namespace) -> Any:
         "starting_offsets": args.starting_offsets,
         "recombine_quiet_seconds": float(args.recombine_quiet_seconds),
         "dedupe_window_seconds": int(args.dedupe_window_seconds),
+        "tick_seconds": float(args.tick_seconds) if args.tick_seconds is not None else None,
     }
     for name in ("events", "enriched", "graph", "dlq"):
         value = getattr(args, f"topic_{name}") or topics.get(name)
