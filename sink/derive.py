@@ -559,6 +559,8 @@ class _Deriver:
         self.t = self.rows.tables
         self.known_aliases = dict(aliases or {})
         self.aliases = dict(self.known_aliases)
+        #: False when the event's text has no "_deleted": its facets need no scan for deletions
+        self.may_delete = True
         self._ids: dict[tuple[str, str], str] = {}
         #: qualified names of the canonical nodes symlinks facets named (id -> "namespace/name")
         self.qualified: dict[str, str] = {}
@@ -594,7 +596,7 @@ class _Deriver:
         raw_name = str(ds.get("name"))
         name, name_version = resolve_dataset_name(ns, raw_name)
         facets = _all_facets(ds)
-        deleted = _deleted_dataset_facets(ds)
+        deleted = _deleted_dataset_facets(ds) if self.may_delete else frozenset()
         node = self.ds_id(ns, name)
         symlinks = facets.get("symlinks")
         canonical_ns, canonical_name = ns, name
@@ -661,6 +663,7 @@ class _Deriver:
         event = stored.event
         self.aliases = dict(self.known_aliases)     # the event's own symlinks only (module doc)
         payload = _event_text(stored)
+        self.may_delete = '"_deleted"' in payload
         time = str(event.get("eventTime"))
         producer = event.get("producer")
         if producer:
@@ -698,7 +701,7 @@ class _Deriver:
         job_ns, job_name = str(job.get("namespace") or ""), str(job.get("name"))
         job_node = ids.job_id(job_ns, job_name)
         job_facets = _live_facets(_obj(job, "facets"))
-        deleted = _deleted_facets(job.get("facets"))
+        deleted = _deleted_facets(job.get("facets")) if self.may_delete else frozenset()
         run_facets = _obj(run, "facets")
         tracing = _tracing(job_facets, run_facets)
         jt = _obj(job_facets, "jobType")
