@@ -12,9 +12,9 @@ the same demo events (``lineage demo``'s generator):
   output dataset and one per column-lineage input field (``explode``), counted. Ids, edge types, facets,
   quality and provenance are NOT computed: a lower bound of what a JVM derive would cost.
 
-CPU is counted, not wall time: the Python process's own CPU for the first, and the JVM's per-thread CPU
-(``/proc``, as benchmarks/jvm_threads.py reads it) for the second. Best of ``--rounds`` after a warm-up
-round. Prints figures; asserts nothing.
+CPU is counted, not wall time: the Python process's own CPU for the first, and the JVM's CPU (utime +
+stime of every ``java`` process from ``/proc/<pid>/stat``, dead threads included) for the second. Best of
+``--rounds`` after a warm-up round. Prints figures; asserts nothing.
 
 Measured 2026-11-23 (20,000 events, local[2], machine otherwise quiet): python_derive 4.18 CPU-s =
 0.209 ms/event (132,203 staging rows); jvm_flatten 4.06 CPU-s = 0.203 ms/event for its two passes, so ~0.1 ms

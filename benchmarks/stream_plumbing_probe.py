@@ -8,7 +8,7 @@ topics. The CPU of this process tree (driver, JVM, Python workers; the broker is
 batch's commit to the last one's, per event of those batches, is what the plumbing costs; the rest of the
 full pipeline's figure is the graph's.
 
-Run from the repository root (it imports benchmarks.e2e_bench). Prints figures; asserts nothing.
+Run from the repository root (it imports benchmarks.e2e_bench and benchmarks.idle_cpu). Prints figures; asserts nothing.
 
 Measured 2026-11-23 (20,000 demo events, batches of 5,000, machine otherwise quiet): batches 2..5, 15,027
 events in 11.9 s = 1,260 events/s, 19.6 CPU-s = 1.30 ms/event with both cores 82 % busy. The full pipeline
@@ -27,28 +27,6 @@ from pathlib import Path
 from typing import Any
 
 
-def _tree_cpu(pid: int) -> float:
-    ticks = os.sysconf("SC_CLK_TCK")
-    children: dict[int, list[int]] = {}
-    cpu: dict[int, float] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
-        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / ticks
-    total, stack = 0.0, [pid]
-    while stack:
-        p = stack.pop()
-        total += cpu.get(p, 0.0)
-        stack.extend(children.get(p, []))
-    return total
-
-
 def _count_rows(batches: Any) -> Any:
     import pyarrow as pa
 
@@ -65,6 +43,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from benchmarks.e2e_bench import _demo_values, _produce
+    from benchmarks.idle_cpu import tree_cpu_seconds
     from lineage.embedded.broker import EmbeddedBroker, create_topics
     from stream_processor.pipeline import build_stream
     from stream_processor.session import build_spark_session
@@ -87,7 +66,7 @@ def main() -> None:
             rows = sum(r["n"] for r in df.mapInArrow(_count_rows, "n long").collect())
             if rows:
                 total = (marks[-1][0] if marks else 0) + rows
-                marks.append((total, time.monotonic(), _tree_cpu(os.getpid())))
+                marks.append((total, time.monotonic(), tree_cpu_seconds(os.getpid())))
 
         query = (build_stream(spark, settings).writeStream.foreachBatch(count)
                  .option("checkpointLocation", settings.checkpoint_dir).trigger(processingTime="0.5 seconds").start())

@@ -98,9 +98,8 @@ def start_query(spark: Any, settings: ProcessorSettings, writer: Any, available_
     :meth:`~stream_processor.settings.ProcessorSettings.tick_interval` (the source's ticks) instead of
     Spark's no-data micro-batch on every trigger: those are turned off for this query.
     """
-    ticks = 0.0
-    if not available_now and settings.trigger_interval_seconds > 0 and source_format(spark, settings) == "lineage_kafka":
-        ticks = settings.tick_interval()
+    # tick_interval() is 0 for a 0 s trigger; the native source cannot tick
+    ticks = settings.tick_interval() if not available_now and source_format(spark, settings) == "lineage_kafka" else 0.0
     stream = build_stream(spark, settings, tick_seconds=ticks)
     spark.conf.set("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))
     # read when the query starts (the query keeps its own copy of the session's settings)
