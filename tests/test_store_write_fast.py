@@ -145,3 +145,75 @@ def test_pipelined_write_equals_derive_then_stage_and_merge(pg_server, pg_dsn):
     assert len(dumps[0]["lineage_events"]) == len(events) - 1
     assert not any("lone" in row for row in dumps[0]["lineage_datasets"])
     assert any(NS in row for row in dumps[0]["lineage_datasets"])
+
+
+def _graph_dump(dsn: str) -> dict[str, list[str]]:
+    tables = ("lineage_datasets", "lineage_dataset_versions", "lineage_runs", "lineage_run_io", "lineage_edges",
+              "lineage_column_lineage", "lineage_provenance", "lineage_quality", "lineage_events")
+    with psycopg.connect(dsn) as conn:
+        return {t: sorted(map(str, conn.execute(
+            f"SELECT to_jsonb(x) - 'received_at' FROM {t} x").fetchall())) for t in tables}
+
+
+@pytest.mark.integration
+def test_write_batches_pipelined_equals_write_batch_one_by_one(pg_server, pg_dsn):
+    """write_batches (batch N+1 staged on a second connection while N merges) leaves the same graph, the same
+    per-batch results and the same rejections as write_batch called batch by batch; no staged row is left."""
+    events = _events(3 * _STREAM_EVENTS)
+    events.insert(400, stored(run_event("COMPLETE", T.format(59, 59), str(uuid.uuid4()),
+                                        outputs=[ds("lone\ud800")]), "t:bad"))
+    batches = [(b + 1, events[b * 230:(b + 1) * 230]) for b in range((len(events) + 229) // 230)]
+    batches.append((2, batches[1][1]))       # a batch id already committed: no-op, as in write_batch
+    serial = []
+    with GraphStore(pg_dsn) as store:
+        store.migrate()
+        for batch_id, batch in batches:
+            result = store.write_batch(batch_id, batch)
+            serial.append((result, [s for s, _ in store.last_rejections]))
+    dsn2 = pg_server.create_database(f"pipelined_{uuid.uuid4().hex[:12]}")
+    with GraphStore(dsn2) as store:
+        store.migrate()
+        pipelined = [(result, [s for s, _ in rejected]) for result, rejected in store.write_batches(iter(batches))]
+        left = store.conn.execute("SELECT (SELECT count(*) FROM stg_events) + (SELECT count(*) FROM stg_runs)"
+                                  " + (SELECT count(*) FROM stg_provenance)").fetchone()[0]
+    assert left == 0
+    assert [r for r, _ in pipelined] == [r for r, _ in serial]
+    assert [s for _, s in pipelined] == [s for _, s in serial]
+    assert [len(s) for _, s in pipelined].count(1) == 2 and pipelined[-1][0].already_committed  # batch 2 twice
+    assert _graph_dump(dsn2) == _graph_dump(pg_dsn)
+
+
+@pytest.mark.integration
+def test_write_batches_raises_a_staging_error_and_keeps_what_committed(pg_dsn):
+    """An error while producing or staging batch 2 reaches the caller after batch 1 committed; the staging
+    thread ends (no thread is left behind)."""
+    import threading
+
+    def batches():
+        yield 1, _events(20)
+        raise RuntimeError("source broke")
+
+    with GraphStore(pg_dsn) as store:
+        store.migrate()
+        seen = []
+        with pytest.raises(RuntimeError, match="source broke"):
+            for result, _ in store.write_batches(batches()):
+                seen.append(result.batch_id)
+        assert seen == [1]
+        assert store.conn.execute("SELECT count(*) FROM lineage_transactions WHERE batch_id = 1").fetchone()[0] == 1
+    assert not [t for t in threading.enumerate() if t.name == "lineage-store-stage"]
+
+
+@pytest.mark.integration
+def test_write_batches_stops_its_thread_when_the_caller_stops_early(pg_dsn):
+    import threading
+
+    batches = ((b, _events(30)) for b in range(1, 50))
+    with GraphStore(pg_dsn) as store:
+        store.migrate()
+        writes = store.write_batches(batches)
+        first, _ = next(writes)
+        writes.close()
+        assert first.batch_id == 1 and first.events_new == 30
+        assert store.conn.execute("SELECT count(*) FROM lineage_transactions").fetchone()[0] == 1
+    assert not [t for t in threading.enumerate() if t.name == "lineage-store-stage"]
