@@ -28,7 +28,7 @@ by batch and never collides with the processor's (non-negative) micro-batch ids.
 
 :func:`run_local` is the same pipeline without Spark (``lineage load --engine local``): the same
 decoder on the same Arrow table, the same dedupe order, the same per-group recombination function and
-the same batches, written with ``GraphStore.write_batch``; both engines give the same graph.
+the same batches, written with ``GraphStore.write_batches``; both engines give the same graph.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -390,7 +391,8 @@ def _recombine_local(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def run_local(source: LoadSource, dsn: str, batch_size: int, parquet_dir: str | None = None,
               on_rejected: Callable[[list[Rejection]], None] | None = None,
               identity: dict[str, Any] | None = None) -> LoadOutcome:
-    """The same pipeline as :func:`run_spark` in this process, written with ``GraphStore.write_batch``."""
+    """The same pipeline as :func:`run_spark` in this process, written with ``GraphStore.write_batches``
+    (each batch one transaction, as ``write_batch`` writes it; the next batch is staged while one merges)."""
     import time
 
     import pyarrow as pa
@@ -415,21 +417,26 @@ def run_local(source: LoadSource, dsn: str, batch_size: int, parquet_dir: str | 
     outcome.duplicates = outcome.events - _count_parts(outcome, rows)
     by_hash = {r["event_hash"]: r for r in rows}
     outcome.timings["prepare"] = time.perf_counter() - started - outcome.timings["decode"]
+    plan = list(plan_batches(rows, source, batch_size))
+
+    def batches() -> Iterator[tuple[int, list[StoredEvent]]]:
+        for batch_id, hashes in plan:     # built on the store's staging thread, one batch ahead
+            yield batch_id, [StoredEvent(event=json.loads(r["event_json"]), event_hash=r["event_hash"],
+                                         source=f"{r['source_topic']}[{r['source_partition']}]@{r['source_offset']}",
+                                         revision=int(r["revision"] or 0), text=r["event_json"])
+                             for r in (by_hash[h] for h in hashes)]
+
     with GraphStore(dsn) as store:
         store.migrate()
-        for batch_id, hashes in plan_batches(rows, source, batch_size):
-            events = [StoredEvent(event=json.loads(r["event_json"]), event_hash=r["event_hash"],
-                                  source=f"{r['source_topic']}[{r['source_partition']}]@{r['source_offset']}",
-                                  revision=int(r["revision"] or 0), text=r["event_json"])
-                      for r in (by_hash[h] for h in hashes)]
-            result = store.write_batch(batch_id, events, identity=identity or {"application": "lineage load"})
-            _tally(outcome, result, len(hashes))
-            for where, exc in store.last_rejections:
-                outcome.rejected.append(Rejection(where, None, getattr(exc, "code", "store"), str(exc)))
-            if parquet_dir:
-                from sink.parquet import ParquetGraphStore
+        with closing(store.write_batches(batches(), identity=identity or {"application": "lineage load"})) as writes:
+            for (batch_id, hashes), (result, rejected) in zip(plan, writes, strict=True):
+                _tally(outcome, result, len(hashes))
+                for where, exc in rejected:
+                    outcome.rejected.append(Rejection(where, None, getattr(exc, "code", "store"), str(exc)))
+                if parquet_dir:     # on this thread while the next batch is staged
+                    from sink.parquet import ParquetGraphStore
 
-                ParquetGraphStore(parquet_dir).write_from_postgres(dsn, batch_id)
+                    ParquetGraphStore(parquet_dir).write_from_postgres(dsn, batch_id)
     outcome.timings["write"] = time.perf_counter() - started - outcome.timings["decode"] - outcome.timings["prepare"]
     log.info("lineage load (local): %s", {k: round(v, 2) for k, v in outcome.timings.items()})
     return outcome
