@@ -6,7 +6,9 @@ transaction. Throughput (benchmarks/store_write_bench.py): the derivation is pip
 the raw events (the server stores their canonical JSON text while Python derives the next chunk), and the
 quality annotations are computed on a thread while the server runs the later merge statements. The streaming path splits it: :meth:`GraphStore.stage_partition` on executors (own
 connection, replaces its ``(batch_id, part)`` rows: task retries are idempotent), then
-:meth:`GraphStore.merge` on the driver.
+:meth:`GraphStore.merge` on the driver. Bulk writers with the next batch at hand (``lineage load --engine
+local``) use :meth:`GraphStore.write_batches`: the same transactions, but batch N+1 is derived and staged on a
+second connection while the server merges batch N, so Python and the server work at once, one core each.
 
 The merge, per table in a fixed order (namespaces, datasets, dataset versions, jobs, job versions, runs,
 run io, edges, column lineage, provenance, quality, events, transaction log), reduces the staged rows to one
