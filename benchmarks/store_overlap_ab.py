@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -27,7 +26,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from store_write_bench import demo_events  # noqa: E402
+from store_write_bench import bench_postgres, demo_events  # noqa: E402
 
 from sink.postgres import GraphStore  # noqa: E402
 
@@ -81,15 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dsn", default=None, help="PostgreSQL DSN of a database to create others from "
                                                      "(default: embedded server in a temp dir)")
     args = parser.parse_args(argv)
-    server = tmp = None
-    dsn = args.dsn
-    if dsn is None:
-        from lineage.embedded.postgres import EmbeddedPostgres
-
-        tmp = tempfile.TemporaryDirectory(prefix="store-overlap-")
-        server = EmbeddedPostgres(Path(tmp.name) / "data")
-        server.start()
-        dsn = server.dsn
+    dsn, stop_postgres = bench_postgres(args.dsn)
     try:
         events = demo_events(args.events)
         batches = [(1 + i // args.batch_size, events[i:i + args.batch_size])
@@ -103,10 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"python {figures['python_cpu']:.2f} CPU-s, server {figures['server_cpu']:.2f} CPU-s, "
                       f"cores busy {cpu / figures['seconds']:.2f}, load {os.getloadavg()[0]:.2f}", flush=True)
     finally:
-        if server is not None:
-            server.stop(mode="immediate")
-        if tmp is not None:
-            tmp.cleanup()
+        stop_postgres()
     return 0
 
 

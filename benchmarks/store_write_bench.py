@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +184,25 @@ def pipelined_run(dsn: str, events: list[StoredEvent], batch_size: int) -> dict[
         return {"seconds": time.perf_counter() - t0, "python_cpu": time.process_time() - c0}
 
 
+def bench_postgres(dsn: str | None) -> tuple[str, Callable[[], None]]:
+    """``(dsn, stop)``: the given DSN and a no-op, or an embedded server started in a temp dir and what stops it."""
+    if dsn is not None:
+        return dsn, lambda: None
+    from lineage.embedded.postgres import EmbeddedPostgres
+
+    tmp = tempfile.TemporaryDirectory(prefix="store-bench-")
+    server = EmbeddedPostgres(Path(tmp.name) / "data")
+    server.start()
+
+    def stop() -> None:
+        try:
+            server.stop(mode="immediate")
+        finally:
+            tmp.cleanup()
+
+    return server.dsn, stop
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=50_000)
@@ -192,16 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", type=int, default=2, help="staging processes of the split path (0: skip it)")
     args = parser.parse_args(argv)
 
-    server = None
-    tmp = None
-    dsn = args.dsn
-    if dsn is None:
-        from lineage.embedded.postgres import EmbeddedPostgres
-
-        tmp = tempfile.TemporaryDirectory(prefix="store-bench-")
-        server = EmbeddedPostgres(Path(tmp.name) / "data")
-        server.start()
-        dsn = server.dsn
+    dsn, stop_postgres = bench_postgres(args.dsn)
     try:
         db = f"bench_{uuid.uuid4().hex[:8]}"
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -275,10 +286,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in (db, f"{db}_split", f"{db}_pipelined"):
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
     finally:
-        if server is not None:
-            server.stop(mode="immediate")
-        if tmp is not None:
-            tmp.cleanup()
+        stop_postgres()
     return 0
 
 
