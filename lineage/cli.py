@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 from schemas.errors import ConfigurationError, LineageError
@@ -54,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `lineage upstream X | head`: the reader has gone, which is not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except ConfigurationError as exc:
         print(f"lineage {args.command}: {exc}", file=sys.stderr)
         return 2
