@@ -25,7 +25,8 @@ Detection order, on the first bytes of each message: empty / ``None`` / over ``m
 error; ``C3 01`` -> single-object; ``00`` -> Confluent; first byte that can start JSON text
 (``{``, ``[``, ``"``, a digit, ``-``, ``t``/``f``/``n``, whitespace, a UTF-8 BOM) -> JSON (which must
 then be an object); anything else -> ``decode.bad_magic``. The three cannot be confused: JSON text
-never starts with byte ``00`` or ``C3``.
+never starts with byte ``00`` or ``C3``. JSON is strict (RFC 8259): a byte-order mark is rejected
+(``decode.bom``, detected so that the reason is clear), and so is a ``NaN`` / ``Infinity`` literal (``decode.json``).
 
 The *subject* that ``$self`` outputs stand for comes from the Kafka header ``lineage.subject``
 (UTF-8 JSON ``{"namespace", "name"}``) or from the Avro envelope's ``subject`` field; the
@@ -139,7 +140,13 @@ class SelfLinkPointer(str):
 # Built once: json.dumps(..., separators=...) would build a new encoder on every call.
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _dumps_ascii = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
-_json_decode = json.JSONDecoder().decode
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not a JSON value (strict JSON, RFC 8259: no NaN / Infinity literals)")
+
+
+_json_decode = json.JSONDecoder(parse_constant=_not_json).decode
 
 
 # A JSON string, or an unterminated one up to the end: it always matches from a quote, so the scan
@@ -578,7 +585,8 @@ def _decode_json(value: bytes, header_subject: dict[str, str] | None, max_depth:
     except UnicodeDecodeError as exc:
         raise DecodeError(f"JSON message is not valid UTF-8 ({exc})", code="decode.utf8") from exc
     if text.startswith("\ufeff"):
-        text = text[1:]
+        raise DecodeError("JSON message starts with a byte-order mark (RFC 8259: JSON text in UTF-8 has none; "
+                          "write it without one)", code="decode.bom", field="$")
     doc = _loads(text, max_depth, "JSON message")
     if type(doc) is not dict:
         raise DecodeError(f"JSON message is a {type(doc).__name__}, not an object (an OpenLineage event or an "

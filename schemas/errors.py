@@ -14,6 +14,7 @@ __all__ = [
     "DecodeError",
     "EventValidationError",
     "SelfLinkError",
+    "FacetValidationError",
     "SchemaNotFoundError",
     "DeliveryError",
     "StoreError",
@@ -43,7 +44,8 @@ class DecodeError(LineageError, ValueError):
 
     Codes: ``decode.empty``, ``decode.bad_magic``, ``decode.truncated``,
     ``decode.unknown_fingerprint``, ``decode.unknown_schema_id``,
-    ``decode.avro``, ``decode.utf8``, ``decode.json``, ``decode.too_deep``,
+    ``decode.avro``, ``decode.utf8``, ``decode.json`` (also a ``NaN`` / ``Infinity`` literal),
+    ``decode.bom`` (JSON text after a UTF-8 byte-order mark), ``decode.too_deep``,
     ``decode.too_large``, ``decode.registry``.
     """
 
@@ -70,6 +72,13 @@ class SelfLinkError(EventValidationError):
     """A ``$self`` output with no subject, or a ``self_link`` that resolves to no ``$self`` output."""
 
     code = "validation.self_link"
+
+
+class FacetValidationError(EventValidationError):
+    """A standard facet that breaks its own schema (``spec/facets/*.json``): the facet is dropped, the event is
+    kept, and a dead-letter record with this code and ``field`` = the JSON path of the violation is published."""
+
+    code = "validation.facet"
 
 
 class DeliveryError(LineageError, IOError):

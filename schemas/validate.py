@@ -5,14 +5,23 @@ Rules (from the spec's JSON schema, plus the pipeline's normalisation):
 - The document is an object and one of: a **RunEvent** (has ``run``), a **JobEvent** (has ``job``,
   no ``run``), a **DatasetEvent** (has ``dataset``, no ``job``/``run``) — :func:`classify_event`.
 - Every event: ``eventTime`` (ISO-8601 date-time *with* an offset; a naive time is rejected),
-  ``producer`` (an absolute URI). ``schemaURL`` is required by the spec but is only checked to be
-  a string when present, since Evo lineage events and older clients omit it.
+  ``producer`` and ``schemaURL`` (absolute URIs; both required, as ``BaseEvent`` says).
 - RunEvent: ``run.runId`` a UUID (8-4-4-4-12 hex), ``job.namespace`` / ``job.name`` strings (the spec
   puts no length on them: an empty string is a valid name and is kept, not rejected); ``eventType``, optional in the spec, must be one of START, RUNNING, COMPLETE, ABORT,
   FAIL, OTHER when present.
 - JobEvent: ``job``; DatasetEvent: ``dataset`` with ``namespace`` / ``name``.
 - ``inputs`` / ``outputs``: lists of objects with string ``namespace`` and ``name`` (empty allowed, as above);
   ``facets`` / ``inputFacets`` / ``outputFacets`` / ``run.facets`` / ``job.facets``: objects.
+- Every facet, standard or custom (``BaseFacet``): an object with ``_producer`` and ``_schemaURL``
+  (absolute URIs); ``_deleted``, where the spec has it (job and dataset facets), a boolean.
+- An explicit ``null`` for an optional field is read as absent (producers built on attrs / dataclasses
+  write them): a ``null`` ``facets`` object, facet or ``_deleted`` is no violation. A ``null`` required
+  field is missing.
+
+All of the above is the *core*: a violation raises :class:`EventValidationError` naming the field, and
+the message goes to the dead-letter topic. The *standard facets* (``spec/facets/*.json``) are checked by
+:func:`validate_openlineage_event` on top (:mod:`schemas.facets`): a facet that breaks its own schema is
+dropped from the event and reported as a :class:`schemas.facets.FacetViolation`; the event is kept.
 
 Normalisation (the returned dict is new; the input is not modified):
 
@@ -32,11 +41,13 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 from schemas.errors import EventValidationError, SelfLinkError
+from schemas.facets import FacetViolation, check_facet, event_facets_validator, json_path
 
-__all__ = ["EVENT_TYPES", "SELF", "classify_event", "validate_event", "validate_message", "normalise_event_time"]
+__all__ = ["EVENT_TYPES", "SELF", "ValidatedEvent", "classify_event", "validate_event", "validate_message",
+           "validate_openlineage_event", "check_standard_facets", "normalise_event_time"]
 
 EVENT_TYPES = frozenset({"START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER"})
 SELF = "$self"
@@ -125,8 +136,37 @@ def _object(doc: dict[str, Any], key: str, where: str) -> dict[str, Any]:
 
 
 def _optional_object(obj: dict[str, Any], key: str, where: str) -> None:
-    if key in obj and type(obj[key]) is not dict:
-        raise _fail(f"{where}.{key}", f"must be an object, not {type(obj[key]).__name__}", "validation.type")
+    value = obj.get(key)
+    if value is not None and type(value) is not dict:
+        raise _fail(f"{where}.{key}", f"must be an object, not {type(value).__name__}", "validation.type")
+
+
+def _uri(obj: dict[str, Any], key: str, where: str) -> None:
+    """``obj[key]`` is a required absolute URI string (``format: uri``); ``where`` is the path of ``key``."""
+    value = obj.get(key)
+    if value is None:
+        raise _fail(where, "is required", "validation.missing")
+    if type(value) is not str or _URI_RE.match(value) is None:
+        raise _fail(where, f"must be an absolute URI string, not {_short(value)}", "validation.type")
+
+
+def _facets(container: Any, where: str, deletable: bool) -> None:
+    """Every facet of one facets object is a ``BaseFacet``: an object with ``_producer`` / ``_schemaURL``
+    (and a boolean ``_deleted`` for job / dataset facets). A ``null`` container or facet is absent."""
+    if not container:
+        return
+    for name, facet in container.items():
+        if facet is None:
+            continue
+        path = json_path(where, (name,))
+        if type(facet) is not dict:
+            raise _fail(path, f"a facet must be an object, not {_short(facet)}", "validation.type")
+        _uri(facet, "_producer", path + "._producer")
+        _uri(facet, "_schemaURL", path + "._schemaURL")
+        if deletable:
+            deleted = facet.get("_deleted")
+            if deleted is not None and type(deleted) is not bool:
+                raise _fail(path + "._deleted", f"must be true or false, not {_short(deleted)}", "validation.type")
 
 
 def _datasets(doc: dict[str, Any], key: str, facet_key: str) -> list[dict[str, Any]] | None:
@@ -143,6 +183,8 @@ def _datasets(doc: dict[str, Any], key: str, facet_key: str) -> list[dict[str, A
         _name(item, "name", where)
         _optional_object(item, "facets", where)
         _optional_object(item, facet_key, where)
+        _facets(item.get("facets"), f"{where}.facets", True)
+        _facets(item.get(facet_key), f"{where}.{facet_key}", False)
     return items
 
 
@@ -217,19 +259,15 @@ def validate_event(document: Any, subject: dict[str, str] | None = None, self_li
     if "eventTime" not in doc:
         raise _fail("eventTime", "is required", "validation.missing")
     out["eventTime"] = normalise_event_time(doc["eventTime"])
-    producer = doc.get("producer")
-    if producer is None:
-        raise _fail("producer", "is required", "validation.missing")
-    if type(producer) is not str or _URI_RE.match(producer) is None:
-        raise _fail("producer", f"must be an absolute URI string, not {_short(producer)}", "validation.type")
-    if "schemaURL" in doc and type(doc["schemaURL"]) is not str:
-        raise _fail("schemaURL", f"must be a string, not {_short(doc['schemaURL'])}", "validation.type")
+    _uri(doc, "producer", "producer")
+    _uri(doc, "schemaURL", "schemaURL")
 
     if kind == "dataset":
         ds = _object(doc, "dataset", "dataset")
         _name(ds, "namespace", "dataset")
         _name(ds, "name", "dataset")
         _optional_object(ds, "facets", "dataset")
+        _facets(ds.get("facets"), "dataset.facets", True)
         if self_link is not None:
             raise SelfLinkError("self_link given for a DatasetEvent, which has no outputs", field="self_link")
         return out
@@ -238,6 +276,7 @@ def validate_event(document: Any, subject: dict[str, str] | None = None, self_li
     _name(job, "namespace", "job")
     _name(job, "name", "job")
     _optional_object(job, "facets", "job")
+    _facets(job.get("facets"), "job.facets", True)
     if kind == "run":
         run = _object(doc, "run", "run")
         run_id = run.get("runId")
@@ -246,6 +285,7 @@ def validate_event(document: Any, subject: dict[str, str] | None = None, self_li
         if type(run_id) is not str or _UUID_RE.match(run_id) is None:
             raise _fail("run.runId", f"must be a UUID string, not {_short(run_id)}", "validation.run_id")
         _optional_object(run, "facets", "run")
+        _facets(run.get("facets"), "run.facets", False)
         lowered = run_id.lower()
         if lowered != run_id:
             out["run"] = {**run, "runId": lowered}
@@ -277,3 +317,94 @@ def validate_message(message: Any) -> dict[str, Any]:
     """``validate_event`` for a :class:`schemas.codec.DecodedMessage` (document, subject, self_link, position)."""
     return validate_event(message.document, message.subject, message.self_link,
                           event_index=message.event_index, event_count=message.event_count)
+
+
+class ValidatedEvent(NamedTuple):
+    """What :func:`validate_openlineage_event` returns.
+
+    ``event``: the normalised event (a new dict) without the standard facets that broke their schema;
+    ``facet_violations``: one :class:`schemas.facets.FacetViolation` per dropped facet (``path`` is the
+    JSON path of the violation, e.g. ``outputs[0].facets.ownership.owners[1].name``), in event order.
+    """
+
+    event: dict[str, Any]
+    facet_violations: tuple[FacetViolation, ...]
+
+
+def _facet_containers(event: dict[str, Any]) -> list[tuple[str, tuple[Any, ...], dict[str, Any]]]:
+    """``[(level, location, facets)]``: every non-empty facets object of a (core-valid) event, where
+    ``location`` is the key path from the event to it, e.g. ``("outputs", 0, "outputFacets")``."""
+    out: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+    static = "run" not in event and "job" not in event  # a DatasetEvent: only then is `dataset` core
+    for key in ("run", "job", "dataset") if static else ("run", "job"):
+        node = event.get(key)
+        facets = node.get("facets") if type(node) is dict else None
+        if facets:
+            out.append(("dataset" if key == "dataset" else key, (key, "facets"), facets))
+    for key, own, level in (("inputs", "inputFacets", "input"), ("outputs", "outputFacets", "output")):
+        for i, item in enumerate(event.get(key) or ()):
+            if item.get("facets"):
+                out.append(("dataset", (key, i, "facets"), item["facets"]))
+            if item.get(own):
+                out.append((level, (key, i, own), item[own]))
+    return out
+
+
+def _without(node: Any, location: tuple[Any, ...], names: set[str]) -> Any:
+    """A copy of ``node`` where the facets object at ``location`` lacks ``names`` (copies only that path)."""
+    if not location:
+        return {k: v for k, v in node.items() if k not in names}
+    head, rest = location[0], location[1:]
+    copy = list(node) if isinstance(node, list) else dict(node)
+    copy[head] = _without(node[head], rest, names)
+    return copy
+
+
+def check_standard_facets(event: dict[str, Any]) -> ValidatedEvent:
+    """``event`` (core-valid) without the standard facets that break their schema, and the violations.
+
+    Fast path: one compiled check of every standard facet of the event (:func:`schemas.facets.event_facets_validator`);
+    only when it fails is each facet checked on its own, explicit nulls read as absent. A facet marked
+    ``"_deleted": true`` is a deletion marker with no content, so only the core checks apply to it."""
+    if event_facets_validator().is_valid(event):
+        return ValidatedEvent(event, ())
+    violations: list[FacetViolation] = []
+    drops: list[tuple[tuple[Any, ...], set[str]]] = []
+    for level, location, facets in _facet_containers(event):
+        where = json_path("", location).lstrip(".")
+        bad = set()
+        for name, facet in facets.items():
+            if facet is None or facet.get("_deleted") is True:
+                continue
+            found = check_facet(level, name, facet, json_path(where, (name,)))
+            if found is not None:
+                violations.append(found)
+                bad.add(name)
+        if bad:
+            drops.append((location, bad))
+    for location, names in drops:
+        event = _without(event, location, names)
+    return ValidatedEvent(event, tuple(violations))
+
+
+def validate_openlineage_event(document: Any, subject: dict[str, str] | None = None, self_link: str | None = None,
+                               *, event_index: int | None = None,
+                               event_count: int | None = None) -> ValidatedEvent:
+    """THE public validation entry point: one parsed OpenLineage event -> ``(event, facet_violations)``.
+
+    ``document`` is the already-parsed JSON object (never parsed again here). Two layers (module doc):
+
+    1. the core, :func:`validate_event`: raises :class:`schemas.errors.EventValidationError` (or its
+       :class:`schemas.errors.SelfLinkError`) whose ``field`` is the JSON path of the offending field and
+       whose ``code`` (``validation.missing``, ``validation.type``, ...) the dead-letter record carries;
+    2. the standard facets, :func:`check_standard_facets`: each facet the spec defines is checked against its
+       schema; one that fails is left out of the returned ``event`` and reported in ``facet_violations``
+       (publish each as a dead-letter record with code ``validation.facet``, the message's original bytes,
+       ``field`` = ``violation.path``). Custom facets get the core's ``_producer`` / ``_schemaURL`` only.
+
+    ``subject`` / ``self_link`` / ``event_index`` / ``event_count``: as for :func:`validate_event` (``$self``
+    outputs of Evo lineage documents). Strict JSON (no ``NaN`` / ``Infinity``) and UTF-8 without a BOM are
+    the decoder's part (:func:`schemas.codec.decode_message`), before there is a parsed document.
+    """
+    event = validate_event(document, subject, self_link, event_index=event_index, event_count=event_count)
+    return check_standard_facets(event)

@@ -7,7 +7,9 @@ message yields one output row per event it carries (an Evo lineage document carr
   ``event_hash``, run / job coordinates, ``event_time`` (UTC) and ``has_self`` (the document had
   a ``$self`` output, resolved against ``subject``).
 - ``status = "rejected"``: ``error_class``, ``error_code``, ``error_message`` (naming the field),
-  ``error_field`` and the original ``raw_value`` / ``raw_headers`` for the dead-letter topic.
+  ``error_field`` and the original ``raw_value`` / ``raw_headers`` for the dead-letter topic. A standard facet
+  that breaks its schema is dropped from its event (still ``ok``) and adds a rejected row of its own
+  (``validation.facet``, ``error_field`` = the JSON path of the violation).
   ``event_hash`` is ``"rejected:" + topic/partition/offset/index`` so a rejected row is unique.
 
 Nothing raises out of here: an unexpected exception becomes a rejected row with
@@ -137,6 +139,14 @@ def _rejected(exc: BaseException, index: int) -> dict[str, Any]:
             "error_message": message[:2000], "error_field": getattr(exc, "field", None), "_index": index}
 
 
+def _facet_rejections(violations: Any, index: int, encoding: str | None) -> list[dict[str, Any]]:
+    """One rejected row per standard facet dropped from event ``index`` (code ``validation.facet``, field = the
+    JSON path of the violation): the event itself is accepted, the DLQ gets the original bytes and the reason."""
+    return [{"status": "rejected", "error_class": "FacetValidationError", "error_code": "validation.facet",
+             "error_message": v.message[:2000], "error_field": v.path, "_index": f"{index}.facet{k}",
+             "encoding": encoding} for k, v in enumerate(violations)]
+
+
 _REGISTRIES: dict[str, Any] = {}
 
 
@@ -155,7 +165,7 @@ def decode_record(value: bytes | None, headers: list[tuple[str, bytes | None]] |
     from producers.chunking import chunk_rejection
     from schemas.codec import decode_message
     from schemas.identity import canonical_json, hash_canonical
-    from schemas.validate import validate_message
+    from schemas.validate import validate_openlineage_event
     from sink.derive import check_storable
 
     chunk_error = chunk_rejection(headers)  # a chunk group the source gave up on, or an unassembled chunk
@@ -172,7 +182,8 @@ def decode_record(value: bytes | None, headers: list[tuple[str, bytes | None]] |
     for i, msg in enumerate(messages):
         try:
             has_self = _has_self(msg.document)
-            event = validate_message(msg)
+            event, facet_violations = validate_openlineage_event(
+                msg.document, msg.subject, msg.self_link, event_index=msg.event_index, event_count=msg.event_count)
             text = canonical_json(event)
             check_storable(event, text)  # NUL / lone surrogates: to the DLQ here, not lost at the sink
             event_time = _event_time(event.get("eventTime"))
@@ -186,6 +197,7 @@ def decode_record(value: bytes | None, headers: list[tuple[str, bytes | None]] |
                 "subject": json.dumps(msg.subject, sort_keys=True) if msg.subject else None,
                 "encoding": msg.encoding,
             })
+            rows += _facet_rejections(facet_violations, i, msg.encoding)  # dropped facets: to the DLQ too
         except (Exception, RecursionError) as exc:  # noqa: BLE001
             row = _rejected(exc, i)
             row["encoding"] = getattr(msg, "encoding", None)

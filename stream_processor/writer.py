@@ -221,8 +221,9 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
         limit = _record_limit(config.kafka_conf)
         for batch in batches:
             for row in full_rows(batch):
-                bump("consumed", row.get("source_topic") or "", row.get("encoding") or "unknown",
-                     int(row.get("parts") or 1))
+                if row.get("error_code") != "validation.facet":  # a dropped facet's record: its event counts
+                    bump("consumed", row.get("source_topic") or "", row.get("encoding") or "unknown",
+                         int(row.get("parts") or 1))
                 ts = row.get("kafka_timestamp")
                 if ts is not None:
                     bump("ts_bucket", str(int(ts.timestamp() * 1000) // LATENCY_BUCKET_MS * LATENCY_BUCKET_MS))

@@ -192,7 +192,9 @@ def _code(value: Any, **kw: Any) -> str:
     (b"42", "decode.json"),
     (b"null", "decode.json"),
     (b'{"a": "\xff\xfe"}', "decode.utf8"),
-    (b"\xef\xbb\xbf[]", "decode.json"),
+    (b"\xef\xbb\xbf[]", "decode.bom"),  # strict JSON (RFC 8259): no byte-order mark
+    (b'{"a": NaN}', "decode.json"),
+    (b'{"a": -Infinity}', "decode.json"),
     (b"[" * 10_000 + b"]" * 10_000, "decode.too_deep"),
     (b'{"a":' * 10_000 + b"1" + b"}" * 10_000, "decode.too_deep"),
     (b'{"events": []}', "decode.document"),

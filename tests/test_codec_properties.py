@@ -25,7 +25,7 @@ FINGERPRINT = latest(ENVELOPE).fingerprint
 
 json_scalars = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-(10**40), max_value=10**40),
-    st.floats(allow_nan=False), st.text(max_size=20),
+    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=20),  # strict JSON: no NaN / Infinity
 )
 json_values = st.recursive(
     json_scalars,
@@ -120,7 +120,10 @@ def test_any_event_shaped_object_round_trips_in_every_encoding(doc: dict[str, An
 
 
 names = st.text(min_size=1, max_size=12).filter(lambda s: s != "$self")
-facets = st.dictionaries(st.text(max_size=8), json_values, max_size=3)
+#: facets: BaseFacet (`_producer` / `_schemaURL` URIs) plus any content
+facets = st.dictionaries(st.text(max_size=8), st.fixed_dictionaries(
+    {"_producer": st.just("https://example.com/p"), "_schemaURL": st.just("https://example.com/f#/$defs/F")},
+    optional={"content": json_values}), max_size=3)
 valid_dataset = st.fixed_dictionaries({"namespace": names, "name": names}, optional={"facets": facets})
 valid_event = st.fixed_dictionaries({
     # RFC 3339 offsets are whole minutes (the spec's "date-time"); zoneinfo's historical local mean times are
@@ -130,11 +133,11 @@ valid_event = st.fixed_dictionaries({
     "run": st.fixed_dictionaries({"runId": st.uuids().map(str)}, optional={"facets": facets}),
     "job": st.fixed_dictionaries({"namespace": names, "name": names}, optional={"facets": facets}),
     "producer": st.sampled_from(["https://github.com/OpenLineage/OpenLineage/tree/1.0.0/client", "urn:x:y"]),
+    "schemaURL": st.just("https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"),
 }, optional={
     "eventType": st.sampled_from(["START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER"]),
     "inputs": st.lists(valid_dataset, max_size=3),
     "outputs": st.lists(valid_dataset, max_size=3),
-    "schemaURL": st.just("https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"),
     "customTopLevel": json_values,
 })
 

@@ -33,6 +33,7 @@ def event(**over: object) -> dict[str, object]:
         "run": {"runId": RUN_ID}, "job": {"namespace": "ns", "name": "job"},
         "inputs": [{"namespace": "db", "name": "a"}], "outputs": [{"namespace": "db", "name": "b"}],
         "producer": "https://example.com/p",
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
     }
     ev.update(over)
     return ev
@@ -70,7 +71,8 @@ def test_offset_spellings_of_one_instant_hash_the_same_after_validation() -> Non
 
 
 def test_hash_survives_every_encoding() -> None:
-    ev = event(run={"runId": RUN_ID, "facets": {"x": {"n": 1.0, "big": 10**30}}})
+    ev = event(run={"runId": RUN_ID, "facets": {"x": {"_producer": "https://example.com/p",
+                                                         "_schemaURL": "https://example.com/x", "n": 1.0, "big": 10**30}}})
     expected = event_hash(validate_event(ev))
     for value in (encode_single_object(ev), encode_json(ev)):
         assert event_hash(validate_event(decode_message(value)[0].document)) == expected

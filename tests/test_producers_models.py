@@ -15,6 +15,7 @@ from producers.models import (
     DatasetEvent,
     JobEvent,
     RunEvent,
+    facet,
     input_field,
     parse_event,
     schema_facet,
@@ -180,7 +181,7 @@ def test_lineage_run_emits_start_then_complete_with_added_datasets() -> None:
     with lineage_run(sink, "etl", "daily", inputs=[("pg", "public.orders")]) as run:
         run.add_output("s3", "orders_daily", facets={"schema": schema_facet([("id", "bigint")])})
         run.add_column_lineage("s3", "orders_daily", {"id": [input_field("pg", "public.orders", "id")]})
-        run.add_job_facet("sql", {"query": "select 1"})
+        run.add_job_facet("sql", facet("1-1-0/SQLJobFacet", query="select 1"))
     start, complete = sink.events
     assert [start["eventType"], complete["eventType"]] == ["START", "COMPLETE"]
     assert start["run"]["runId"] == complete["run"]["runId"] == run.run_id
@@ -188,7 +189,7 @@ def test_lineage_run_emits_start_then_complete_with_added_datasets() -> None:
     lineage = complete["outputs"][0]["facets"]["columnLineage"]
     assert lineage["fields"]["id"]["inputFields"][0]["transformations"][0] == {
         "type": "DIRECT", "subtype": "IDENTITY", "masking": False}
-    assert complete["job"]["facets"]["sql"] == {"query": "select 1"}
+    assert complete["job"]["facets"]["sql"]["query"] == "select 1"
     assert all(parse_event(e) for e in sink.events)
     from schemas.validate import validate_event
     assert validate_event(complete)["outputs"][0]["name"] == "orders_daily"

@@ -101,10 +101,29 @@ def _fill(value: Any, key: str, where: str, event_time: str) -> Any:
     return _placeholder(value, key, where, event_time) if _is_placeholder(value) else value
 
 
+#: A filled ``schemaURL`` (the spec version of the snapshot's OpenLineage.json).
+TEMPLATE_SCHEMA_URL = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
+
+
+def _fill_base_facets(event: dict[str, Any]) -> None:
+    """Give every facet of a template the BaseFacet fields the matcher does not compare (``_producer``, the
+    event's producer; ``_schemaURL``, the spec's base facet), as the integration itself writes them."""
+    producer = event["producer"]
+    containers = [(event.get("run") or {}).get("facets"), (event.get("job") or {}).get("facets")]
+    for item in [*(event.get("inputs") or []), *(event.get("outputs") or [])]:
+        containers += [item.get("facets"), item.get("inputFacets"), item.get("outputFacets")]
+    for facets in containers:
+        for facet in (facets or {}).values():
+            if isinstance(facet, dict):
+                facet.setdefault("_producer", producer)
+                facet.setdefault("_schemaURL", "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/BaseFacet")
+
+
 def needs_filling(event: dict[str, Any]) -> bool:
-    """True for an expected-event template: a placeholder, or no eventTime / producer / run.runId."""
+    """True for an expected-event template: a placeholder, or no eventTime / producer / schemaURL / run.runId."""
     text = json.dumps(event)
     return ("${json-unit." in text or "{{" in text or "eventTime" not in event or "producer" not in event
+            or "schemaURL" not in event
             or not isinstance(event.get("run"), dict) or "runId" not in event["run"])
 
 
@@ -115,6 +134,8 @@ def fill_template(event: dict[str, Any], producer: str, scope: str = "") -> dict
     out.setdefault("eventTime", event_time)
     out.setdefault("producer", f"https://github.com/OpenLineage/OpenLineage/tree/{TEMPLATE_VERSION}/integration/"
                                f"{producer}")
+    out.setdefault("schemaURL", TEMPLATE_SCHEMA_URL)
+    _fill_base_facets(out)
     run = out.setdefault("run", {})
     if "runId" not in run or _is_placeholder(event.get("run", {}).get("runId")):
         run["runId"] = template_run_id(producer, out.get("job") or {}, scope)
