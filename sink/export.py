@@ -86,6 +86,7 @@ def wia_document(snap: GraphSnapshot, environment: str = "prod",
         aliases.setdefault(str(a["alias_of"]), []).append(a["qualified_name"])
     jobs = {j["job_id"]: j for j in snap.jobs}
     nodes = [_wia_node(d, sorted(aliases.get(d["dataset_id"], []))) for d in snap.datasets]
+    names = TableNames(snap)
     edges = [_wia_edge(e, snap, jobs) for e in snap.dataset_edges()]
     return {
         "graph_id": str(uuid.uuid4()),
@@ -98,7 +99,7 @@ def wia_document(snap: GraphSnapshot, environment: str = "prod",
             "environment": environment,
             "custom": {"as_of": utc_iso(snap.as_of), "jobs": len(snap.jobs), "aliases": len(snap.aliases)},
         },
-        "column_lineage": [_wia_column(c) for c in snap.column_lineage],
+        "column_lineage": [_wia_column(c, names) for c in snap.column_lineage],
         "provenance": [_wia_provenance(p, snap) for p in snap.provenance],
         "quality": [_wia_quality(q, snap) for q in snap.quality],
     }
@@ -155,16 +156,44 @@ def _wia_edge(e: dict[str, Any], snap: GraphSnapshot, jobs: dict[str, Any]) -> d
     }
 
 
-def _wia_column(c: dict[str, Any]) -> dict[str, Any]:
+class TableNames:
+    """The qualified name an export writes for a dataset: that of its canonical node (an alias folds into the
+    node it is an alias of), so every table name in the document is some node's ``qualified_name``.
+
+    By id (:meth:`of_id`, the column lineage's ``source_dataset_id`` / ``target_dataset_id``) and by name
+    (:meth:`of_name`, the ``dependencies[].source_table`` strings an event wrote: a dataset's or an
+    alias's qualified name); a name no dataset of the snapshot carries is kept as written.
+    """
+
+    def __init__(self, snap: GraphSnapshot) -> None:
+        self._snap = snap
+        self._by_id = {str(d["dataset_id"]): d["qualified_name"] for d in snap.datasets}
+        self._by_name = {d["qualified_name"]: d["qualified_name"] for d in snap.datasets}
+        for a in snap.aliases:
+            canonical = self._by_id.get(snap.canonical(a["dataset_id"]))
+            if canonical is not None:
+                self._by_name[a["qualified_name"]] = canonical
+
+    def of_id(self, node_id: Any, written: str) -> str:
+        return self._by_id.get(self._snap.canonical(node_id), self.of_name(written))
+
+    def of_name(self, written: str) -> str:
+        return self._by_name.get(written, written)
+
+
+def _wia_column(c: dict[str, Any], names: TableNames) -> dict[str, Any]:
+    dependencies = [{**d, "source_table": names.of_name(d["source_table"])}
+                    if isinstance(d, dict) and isinstance(d.get("source_table"), str) else d
+                    for d in c.get("dependencies") or []]
     return {
         "column_lineage_id": c["column_lineage_id"],
-        "source_table": c["source_table"],
+        "source_table": names.of_id(c["source_dataset_id"], c["source_table"]),
         "source_column": c["source_column"],
-        "target_table": c["target_table"],
+        "target_table": names.of_id(c["target_dataset_id"], c["target_table"]),
         "target_column": c["target_column"],
         "transformation_type": c["transformation_type"],
         "transformation_logic": c.get("transformation_logic") or "",
-        "dependencies": list(c.get("dependencies") or []),
+        "dependencies": dependencies,
         "created_at": utc_iso(c["first_seen"]),
     }
 
