@@ -15,7 +15,7 @@ import pytest
 
 from lineage.cli import main
 from sink.postgres import GraphStore
-from tests.test_derive import NS, ds, run_event, stored
+from tests.test_derive import ds, run_event, stored
 
 pytestmark = pytest.mark.integration
 
