@@ -8,7 +8,10 @@ Formats (``lineage export --format ...``):
     ``metadata.custom.aliases``), ``edges`` (§1.2: the dataset-to-dataset edges with
     ``transformation`` and ``metadata``), ``metadata`` (producer, environment), plus top-level
     arrays ``column_lineage`` (§2), ``provenance`` (§3) and ``quality`` (§4) with the seed's field
-    names. Checked by :func:`sink.validation.validate_wia_graph` (§7); violations are returned,
+    names, and ``versions`` (the dataset / object versions, each with its ``node_id`` and its ``name`` as
+    the producer wrote it, e.g. ``<namespace>/<object_id>:<version>``). Every node id and table name the
+    document writes is a node's (column-lineage tables by their dataset ids: aliases fold into the
+    canonical node's qualified name, :class:`TableNames`). Checked by :func:`sink.validation.validate_wia_graph` (§7); violations are returned,
     never raised. Jobs are not WIA nodes: they appear as ``edges[].metadata.job_name``.
 ``jsonl``
     The raw (normalised) events, one JSON document per line, in event-time order.
@@ -102,6 +105,7 @@ def wia_document(snap: GraphSnapshot, environment: str = "prod",
         "column_lineage": [_wia_column(c, names) for c in snap.column_lineage],
         "provenance": [_wia_provenance(p, snap) for p in snap.provenance],
         "quality": [_wia_quality(q, snap) for q in snap.quality],
+        "versions": _wia_versions(snap, names),
     }
 
 
@@ -196,6 +200,25 @@ def _wia_column(c: dict[str, Any], names: TableNames) -> dict[str, Any]:
         "dependencies": dependencies,
         "created_at": utc_iso(c["first_seen"]),
     }
+
+
+def _wia_versions(snap: GraphSnapshot, names: TableNames) -> list[dict[str, Any]]:
+    """The dataset versions (the paper's revisions; Evo object versions): each references its node, and
+    ``name`` is the version's name as producers write it (``<qualified_name>:<version>`` for an Evo object,
+    ``<qualified_name>@<version>`` otherwise; the form ``lineage upstream`` takes)."""
+    from .queries import versioned_name
+
+    datasets = {str(d["dataset_id"]): d for d in snap.datasets}
+    out = []
+    for v in snap.versions:
+        node = datasets.get(snap.canonical(v["dataset_id"]))
+        if node is None:
+            continue
+        qualified = names.of_id(node["dataset_id"], node["qualified_name"])
+        out.append({"version_id": v["version_id"], "node_id": node["dataset_id"], "version": v["version"],
+                    "qualified_name": qualified, "name": versioned_name(qualified, node["name"], v["version"]),
+                    "created_at": utc_iso(v["event_time"]), "run_id": v.get("run_id")})
+    return out
 
 
 def _wia_provenance(p: dict[str, Any], snap: GraphSnapshot) -> dict[str, Any]:
