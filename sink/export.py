@@ -8,7 +8,10 @@ Formats (``lineage export --format ...``):
     ``metadata.custom.aliases``), ``edges`` (§1.2: the dataset-to-dataset edges with
     ``transformation`` and ``metadata``), ``metadata`` (producer, environment), plus top-level
     arrays ``column_lineage`` (§2), ``provenance`` (§3) and ``quality`` (§4) with the seed's field
-    names. Checked by :func:`sink.validation.validate_wia_graph` (§7); violations are returned,
+    names, and ``versions`` (the dataset / object versions, each with its ``node_id`` and its ``name`` as
+    the producer wrote it, e.g. ``<namespace>/<object_id>:<version>``). Every node id and table name the
+    document writes is a node's (column-lineage tables by their dataset ids: aliases fold into the
+    canonical node's qualified name, :class:`TableNames`). Checked by :func:`sink.validation.validate_wia_graph` (§7); violations are returned,
     never raised. Jobs are not WIA nodes: they appear as ``edges[].metadata.job_name``.
 ``jsonl``
     The raw (normalised) events, one JSON document per line, in event-time order.
@@ -86,6 +89,7 @@ def wia_document(snap: GraphSnapshot, environment: str = "prod",
         aliases.setdefault(str(a["alias_of"]), []).append(a["qualified_name"])
     jobs = {j["job_id"]: j for j in snap.jobs}
     nodes = [_wia_node(d, sorted(aliases.get(d["dataset_id"], []))) for d in snap.datasets]
+    names = TableNames(snap)
     edges = [_wia_edge(e, snap, jobs) for e in snap.dataset_edges()]
     return {
         "graph_id": str(uuid.uuid4()),
@@ -98,9 +102,10 @@ def wia_document(snap: GraphSnapshot, environment: str = "prod",
             "environment": environment,
             "custom": {"as_of": utc_iso(snap.as_of), "jobs": len(snap.jobs), "aliases": len(snap.aliases)},
         },
-        "column_lineage": [_wia_column(c) for c in snap.column_lineage],
+        "column_lineage": [_wia_column(c, names) for c in snap.column_lineage],
         "provenance": [_wia_provenance(p, snap) for p in snap.provenance],
         "quality": [_wia_quality(q, snap) for q in snap.quality],
+        "versions": _wia_versions(snap, names),
     }
 
 
@@ -155,18 +160,65 @@ def _wia_edge(e: dict[str, Any], snap: GraphSnapshot, jobs: dict[str, Any]) -> d
     }
 
 
-def _wia_column(c: dict[str, Any]) -> dict[str, Any]:
+class TableNames:
+    """The qualified name an export writes for a dataset: that of its canonical node (an alias folds into the
+    node it is an alias of), so every table name in the document is some node's ``qualified_name``.
+
+    By id (:meth:`of_id`, the column lineage's ``source_dataset_id`` / ``target_dataset_id``) and by name
+    (:meth:`of_name`, the ``dependencies[].source_table`` strings an event wrote: a dataset's or an
+    alias's qualified name); a name no dataset of the snapshot carries is kept as written.
+    """
+
+    def __init__(self, snap: GraphSnapshot) -> None:
+        self._snap = snap
+        self._by_id = {str(d["dataset_id"]): d["qualified_name"] for d in snap.datasets}
+        self._by_name = {d["qualified_name"]: d["qualified_name"] for d in snap.datasets}
+        for a in snap.aliases:
+            canonical = self._by_id.get(snap.canonical(a["dataset_id"]))
+            if canonical is not None:
+                self._by_name[a["qualified_name"]] = canonical
+
+    def of_id(self, node_id: Any, written: str) -> str:
+        return self._by_id.get(self._snap.canonical(node_id), self.of_name(written))
+
+    def of_name(self, written: str) -> str:
+        return self._by_name.get(written, written)
+
+
+def _wia_column(c: dict[str, Any], names: TableNames) -> dict[str, Any]:
+    dependencies = [{**d, "source_table": names.of_name(d["source_table"])}
+                    if isinstance(d, dict) and isinstance(d.get("source_table"), str) else d
+                    for d in c.get("dependencies") or []]
     return {
         "column_lineage_id": c["column_lineage_id"],
-        "source_table": c["source_table"],
+        "source_table": names.of_id(c["source_dataset_id"], c["source_table"]),
         "source_column": c["source_column"],
-        "target_table": c["target_table"],
+        "target_table": names.of_id(c["target_dataset_id"], c["target_table"]),
         "target_column": c["target_column"],
         "transformation_type": c["transformation_type"],
         "transformation_logic": c.get("transformation_logic") or "",
-        "dependencies": list(c.get("dependencies") or []),
+        "dependencies": dependencies,
         "created_at": utc_iso(c["first_seen"]),
     }
+
+
+def _wia_versions(snap: GraphSnapshot, names: TableNames) -> list[dict[str, Any]]:
+    """The dataset versions (the paper's revisions; Evo object versions): each references its node, and
+    ``name`` is the version's name as producers write it (``<qualified_name>:<version>`` for an Evo object,
+    ``<qualified_name>@<version>`` otherwise; the form ``lineage upstream`` takes)."""
+    from .queries import versioned_name
+
+    datasets = {str(d["dataset_id"]): d for d in snap.datasets}
+    out = []
+    for v in snap.versions:
+        node = datasets.get(snap.canonical(v["dataset_id"]))
+        if node is None:
+            continue
+        qualified = names.of_id(node["dataset_id"], node["qualified_name"])
+        out.append({"version_id": v["version_id"], "node_id": node["dataset_id"], "version": v["version"],
+                    "qualified_name": qualified, "name": versioned_name(qualified, node["name"], v["version"]),
+                    "created_at": utc_iso(v["event_time"]), "run_id": v.get("run_id")})
+    return out
 
 
 def _wia_provenance(p: dict[str, Any], snap: GraphSnapshot) -> dict[str, Any]:

@@ -9,7 +9,8 @@ As of ``T`` (``None`` = today's graph):
 - edges valid at T: ``first_seen <= T AND (valid_to IS NULL OR valid_to > T)``; today:
   ``valid_to IS NULL``;
 - column lineage with ``first_seen <= T``; provenance with ``event_time <= T``; quality with
-  ``measured_at <= T``; raw events with ``event_time <= T``; runs with ``first_seen <= T``.
+  ``measured_at <= T``; raw events with ``event_time <= T``; runs with ``first_seen <= T``; dataset
+  versions with ``event_time <= T``.
 
 Aliases fold into their canonical node: :meth:`GraphSnapshot.canonical` maps an alias id to
 the id it is an alias of; alias rows are kept in :attr:`GraphSnapshot.aliases`.
@@ -44,6 +45,7 @@ class GraphSnapshot:
     provenance: list[dict[str, Any]] = field(default_factory=list)
     quality: list[dict[str, Any]] = field(default_factory=list)
     runs: list[dict[str, Any]] = field(default_factory=list)
+    versions: list[dict[str, Any]] = field(default_factory=list)     # lineage_dataset_versions (identity columns)
     alias_map: dict[str, str] = field(default_factory=dict)
 
     def canonical(self, node_id: Any) -> str:
@@ -112,6 +114,9 @@ def load_snapshot(conn_or_dsn: Any, as_of: datetime | None = None, with_runs: bo
         snap.quality = _rows(conn, "SELECT * FROM lineage_quality"
                              + ("" if as_of is None else " WHERE measured_at <= %(t)s")
                              + " ORDER BY measured_at, quality_id", p)
+        snap.versions = _rows(conn, "SELECT version_id, dataset_id, version, event_time, run_id "
+                              "FROM lineage_dataset_versions" + ("" if as_of is None else " WHERE event_time <= %(t)s")
+                              + " ORDER BY dataset_id, event_time, version_id", p)
         if with_runs:
             snap.runs = _rows(conn, "SELECT * FROM lineage_runs" + t_nodes + " ORDER BY first_seen, run_id", p)
         if own_tx:

@@ -8,29 +8,36 @@ DuckDB, Spark or any other Parquet reader)::
     lineage_edges/...  lineage_column_lineage/  lineage_provenance/  lineage_quality/
     lineage_events/  lineage_runs/
 
-Every row carries ``_batch_id`` (the micro-batch whose write produced it).
+Every row carries ``_batch_id`` (the batch whose write produced it: a stream micro-batch, >= 0, or a
+``lineage load`` batch, negative) and ``_commit_seq`` (that batch's commit sequence number,
+``lineage_transactions.commit_seq``, migration 008; files written before 008 lack it and read as
+``_commit_seq = _batch_id``, which is what 008 gave their batches).
 
 Upsert semantics (merge on read)
-    A table's current content is, for each id, the row with the greatest ``_batch_id``; a row
-    from a ``batch=`` file beats a ``base=`` row with the same ``_batch_id`` (the two are equal
+    A table's current content is, for each id, the row with the greatest ``_commit_seq``; a row
+    from a ``batch=`` file beats a ``base=`` row with the same ``_commit_seq`` (the two are equal
     anyway: both were exported from the same committed database state).
     :meth:`ParquetGraphStore.read_table` applies that rule; in SQL (DuckDB, Spark)::
 
         SELECT * EXCLUDE (rn) FROM (SELECT *, row_number() OVER (PARTITION BY node_id
-               ORDER BY _batch_id DESC) AS rn FROM read_parquet('root/lineage_nodes/*.parquet')) WHERE rn = 1
+               ORDER BY coalesce(_commit_seq, _batch_id) DESC) AS rn
+               FROM read_parquet('root/lineage_nodes/*.parquet', union_by_name = true)) WHERE rn = 1
 
 Idempotence
-    Batch ``b`` always writes the file ``batch=<b, 20 digits>.parquet``: written to a temporary
-    name in the same directory, then renamed over the target (atomic on POSIX), so a replayed
-    batch replaces its own file and a reader never sees half a file. A replay that finds no
-    rows leaves the existing file alone.
+    The batch with commit number ``s`` always writes the file ``batch=<s, 20 digits>.parquet``:
+    written to a temporary name in the same directory, then renamed over the target (atomic on
+    POSIX), so a replayed batch (same transaction row, same number) replaces its own file and a
+    reader never sees half a file. A replay that finds no rows leaves the existing file alone.
 
-Batch ids
-    Batch ids must be >= 0 and grow with time (the stream processor's micro-batch ids). Batches
-    of ``lineage load`` (negative, content-derived ids) are not projected batch by batch: after a
-    load, rebuild the projection with :meth:`ParquetGraphStore.write_all` (or ``lineage export
-    --format parquet``). Each table's id column is ``TABLES[name].id_column`` (the key of a
-    graph-change record: ``event_hash`` for ``lineage_events``).
+Batch ids and commit order
+    Batch ids are identities, not an order: the stream's ids (``epoch * 2**40 + micro-batch``) and
+    ``lineage load``'s (negative, content-derived) interleave arbitrarily when a load runs beside
+    the stream. The order is the commit sequence (migration 008): drawn at the end of each batch
+    transaction, after the rows it changes are locked, so of two batches changing one row the
+    later commit has the greater number. :func:`changed_rows` reads it with the rows, so the stream
+    and ``lineage load`` write the same store at the same time without colliding. Each table's id
+    column is ``TABLES[name].id_column`` (the key of a graph-change record: ``event_hash`` for
+    ``lineage_events``).
 
 Compaction
     :meth:`compact` merges a table's base and batch files into one new ``base=<max batch>``
@@ -98,7 +105,8 @@ class ParquetTable:
 
     @property
     def schema(self) -> pa.Schema:
-        return pa.schema([(name, typ) for name, _, typ in self.columns] + [("_batch_id", pa.int64())])
+        return pa.schema([(name, typ) for name, _, typ in self.columns]
+                         + [("_batch_id", pa.int64()), ("_commit_seq", pa.int64())])
 
 
 def _t(col: str) -> tuple[str, str, pa.DataType]:
@@ -162,8 +170,9 @@ _FILE = re.compile(r"^(base|batch)=(\d{20})\.parquet$")
 
 
 def table_rows(conn: Any, table: ParquetTable, where: str, params: dict[str, Any],
-               batch_id: int) -> pa.Table:
-    """Rows of ``table`` selected by ``where``, as Arrow, through ``COPY (SELECT ...) TO STDOUT`` (CSV)."""
+               batch_id: int, commit_seq: int | None = None) -> pa.Table:
+    """Rows of ``table`` selected by ``where``, as Arrow, through ``COPY (SELECT ...) TO STDOUT`` (CSV),
+    with the columns ``_batch_id`` and ``_commit_seq`` (``commit_seq``, else ``batch_id``)."""
     buf = io.BytesIO()
     sql = table.select(where)
     from psycopg import ClientCursor
@@ -194,7 +203,24 @@ def table_rows(conn: Any, table: ParquetTable, where: str, params: dict[str, Any
             if typ == TS:
                 result = result.set_column(i, name, result.column(i).cast(TS))
     batch = pa.array([batch_id] * result.num_rows, type=pa.int64())
-    return result.append_column("_batch_id", batch)
+    seq = pa.array([batch_id if commit_seq is None else commit_seq] * result.num_rows, type=pa.int64())
+    return result.append_column("_batch_id", batch).append_column("_commit_seq", seq)
+
+
+COMMIT_SEQ_SQL = "SELECT commit_seq FROM lineage_transactions WHERE batch_id = %s"
+
+
+def commit_seq(conn: Any, batch_id: int) -> int:
+    """The commit sequence number of committed batch ``batch_id`` (migration 008). Rows written outside
+    :class:`~sink.postgres.GraphStore` (no transaction record) with a batch id >= 0 are ordered by it, as
+    before 008."""
+    row = conn.execute(COMMIT_SEQ_SQL, (batch_id,)).fetchone()
+    if (row is None or row[0] is None) and batch_id >= 0:
+        return batch_id
+    if row is None or row[0] is None:
+        raise StoreError(f"batch {batch_id} is not committed: no commit sequence number to order its rows by",
+                         code="store.parquet")
+    return int(row[0])
 
 
 def changed_rows(conn_or_dsn: Any, batch_id: int) -> dict[str, pa.Table]:
@@ -203,7 +229,8 @@ def changed_rows(conn_or_dsn: Any, batch_id: int) -> dict[str, pa.Table]:
     try:
         if owned:   # one snapshot for every table
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        return {name: table_rows(conn, t, f"{t.batch_column} = %(b)s", {"b": batch_id}, batch_id)
+        seq = commit_seq(conn, batch_id)
+        return {name: table_rows(conn, t, f"{t.batch_column} = %(b)s", {"b": batch_id}, batch_id, seq)
                 for name, t in TABLES.items()}
     finally:
         if owned:
@@ -219,9 +246,8 @@ class ParquetGraphStore:
 
     # -- writing ---------------------------------------------------------------------------
     def write_batch(self, batch_id: int, tables: dict[str, pa.Table]) -> dict[str, int]:
-        """Write each table's rows of ``batch_id`` (replacing a previous write of that batch)."""
-        if batch_id < 0:
-            raise StoreError(f"batch id must be >= 0, not {batch_id}", code="store.parquet")
+        """Write each table's rows of ``batch_id`` (replacing a previous write of that batch) into the file of
+        its commit number: the rows' ``_commit_seq`` (:func:`changed_rows` sets it), else ``batch_id``."""
         counts = {}
         for name, rows in tables.items():
             counts[name] = rows.num_rows
@@ -229,7 +255,13 @@ class ParquetGraphStore:
                 continue
             if "_batch_id" not in rows.column_names:
                 rows = rows.append_column("_batch_id", pa.array([batch_id] * rows.num_rows, type=pa.int64()))
-            self._atomic_write(self._dir(name) / f"batch={batch_id:020d}.parquet", rows)
+            if "_commit_seq" not in rows.column_names:
+                rows = rows.append_column("_commit_seq", rows.column("_batch_id"))
+            seq = pc.max(rows.column("_commit_seq")).as_py()
+            if seq is None or seq < 0 or pc.min(rows.column("_commit_seq")).as_py() != seq:
+                raise StoreError(f"batch {batch_id}: rows need one commit sequence number >= 0 (migration 008), "
+                                 f"not {seq}", code="store.parquet")
+            self._atomic_write(self._dir(name) / f"batch={seq:020d}.parquet", rows)
             if len(self._files(name, "batch")) > self.max_batch_files:
                 self.compact(name)
         return counts
@@ -251,7 +283,9 @@ class ParquetGraphStore:
                 else:
                     where, params = t.time_filter, {"t": as_of}
                 top = conn.execute(f"SELECT coalesce(max({t.batch_column}), 0) FROM {t.source}").fetchone()[0]
-                rows = table_rows(conn, t, where, params, int(top))
+                seq = conn.execute("SELECT coalesce(max(commit_seq), 0) FROM lineage_transactions").fetchone()[0]
+                rows = table_rows(conn, t, where, params, int(top), int(seq))
+                top = seq
                 old = self._files(name, "base") + self._files(name, "batch")
                 self._atomic_write(self._dir(name) / f"base={int(top):020d}.parquet", rows)
                 for path in old:
@@ -303,9 +337,14 @@ class ParquetGraphStore:
             rank = 1 if path.name.startswith("batch=") else 0
             parts.append(part.append_column("_rank", pa.array([rank] * part.num_rows, type=pa.int8())))
         table = pa.concat_tables(parts, promote_options="default")
+        if "_commit_seq" not in table.column_names:     # files written before migration 008
+            table = table.append_column("_commit_seq", table.column("_batch_id"))
+        else:
+            table = table.set_column(table.column_names.index("_commit_seq"), "_commit_seq",
+                                     pc.coalesce(table.column("_commit_seq"), table.column("_batch_id")))
         if table.num_rows == 0:
             return table.drop_columns(["_rank"])
-        order = pc.sort_indices(table, sort_keys=[(id_column, "ascending"), ("_batch_id", "descending"),
+        order = pc.sort_indices(table, sort_keys=[(id_column, "ascending"), ("_commit_seq", "descending"),
                                                   ("_rank", "descending")])
         table = table.take(order)
         ids = table.column(id_column).combine_chunks()

@@ -389,12 +389,45 @@ MERGE_COLUMN_LINEAGE = _both(lambda src: _upsert(
 MERGE_PROVENANCE = """
     WITH ins AS (
         INSERT INTO lineage_provenance (provenance_id, node_id, event_hash, event_type, event_time, agent, operation,
-                                        context, tracing, last_batch_id)
+                                        context, tracing, last_batch_id, declared_type)
         SELECT DISTINCT ON (provenance_id) provenance_id, node_id, event_hash, event_type, event_time, agent,
-               operation, context, tracing, %(b)s
+               operation, context, tracing, %(b)s, event_type
         FROM stg_provenance WHERE batch_id = %(b)s ORDER BY provenance_id, part
         ON CONFLICT (provenance_id) DO NOTHING RETURNING 1)
     SELECT count(*), 0 FROM ins"""
+
+#: The nodes this batch wrote, locked (transaction-scoped advisory locks, in node order) before
+#: :data:`RESOLVE_WRITE_KINDS` re-reads them in a new statement snapshot: two batches writing one node
+#: resolve it one after the other, the second seeing the first's committed records.
+LOCK_WRITTEN_NODES = """
+    SELECT count(pg_advisory_xact_lock(%(lock)s, hashtext(node_id::text))) FROM (
+        SELECT DISTINCT node_id FROM stg_provenance WHERE batch_id = %(b)s AND event_type <> 'accessed'
+         ORDER BY node_id) n"""
+
+#: Provenance write kinds (migration 009): of the writes of each node this batch wrote, the earliest in
+#: event time (ties: smallest provenance_id) is ``created`` unless its event declared a lifecycle change
+#: (CREATE/OVERWRITE -> created, DROP -> deleted, kept as declared); every other plain write is ``modified``.
+RESOLVE_WRITE_KINDS = """
+    WITH ranked AS (
+        SELECT p.provenance_id,
+               CASE WHEN p.declared_type <> 'modified' THEN p.declared_type
+                    WHEN row_number() OVER (PARTITION BY p.node_id ORDER BY p.event_time, p.provenance_id) = 1
+                    THEN 'created' ELSE 'modified' END AS want
+          FROM lineage_provenance p
+         WHERE p.declared_type <> 'accessed' AND p.node_id IN (
+               SELECT node_id FROM stg_provenance WHERE batch_id = %(b)s AND event_type <> 'accessed'))
+    UPDATE lineage_provenance p SET event_type = r.want, last_batch_id = %(b)s
+      FROM ranked r WHERE p.provenance_id = r.provenance_id AND p.event_type IS DISTINCT FROM r.want"""
+
+#: ``pg_advisory_xact_lock`` class of :data:`LOCK_WRITTEN_NODES` ("LP").
+_WRITE_KIND_LOCK_CLASS = 0x4C50
+
+
+def resolve_write_kinds(cur: psycopg.Cursor, params: Mapping[str, Any]) -> int:
+    """Re-resolve the provenance write kinds of the nodes the batch wrote; returns the rows changed."""
+    cur.execute(LOCK_WRITTEN_NODES, {**params, "lock": _WRITE_KIND_LOCK_CLASS})
+    return cur.execute(RESOLVE_WRITE_KINDS, params).rowcount
+
 
 MERGE_EVENTS = """
     WITH ins AS (
@@ -787,6 +820,8 @@ class GraphStore:
                     if table == "lineage_edges":
                         modified += cur.execute(EDGE_DURATIONS, params).rowcount
                         modified += cur.execute(EDGE_VALIDITY, params).rowcount
+                    if table == "lineage_provenance":
+                        modified += resolve_write_kinds(cur, params)
                     self._count(result, table, added, modified)
                     self.last_timings[table] = time.perf_counter() - started
                     if table == "lineage_dataset_versions":

@@ -50,8 +50,9 @@ Node syntax (:meth:`LineageQueries.resolve`)
 
 from __future__ import annotations
 
+import re
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -82,6 +83,8 @@ TERMINAL_SQL = (
 )
 
 MAX_DEPTH = 50
+
+_UUID_NAME = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
 
 class QueryError(LineageError, ValueError):
@@ -121,21 +124,36 @@ class LineageNode:
     column: str | None = None
     is_placeholder: bool = False
     owners: tuple[str, ...] = ()
+    version: str | None = None     # a dataset version (lineage_dataset_versions.version) ...
+    version_id: str | None = None  # ... and its id: the node at that version
 
     @property
     def label(self) -> str:
         base = f"{self.namespace}/{self.name}"
         if self.kind == "job":
             return f"job:{base}"
+        if self.version is not None:
+            base = versioned_name(base, self.name, self.version)
         if self.column is not None:
             return f"{base}#{self.column}"
         return base
+
+    @property
+    def key(self) -> str:
+        """The node's identity in a walk: ``node_id``, or ``node_id@version_id`` for a dataset version."""
+        return self.node_id if self.version_id is None else f"{self.node_id}@{self.version_id}"
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["owners"] = list(self.owners)
         out["label"] = self.label
         return out
+
+
+def versioned_name(base: str, name: str, version: str) -> str:
+    """``base`` (``namespace/name``) at ``version`` as producers write it: ``<object_id>:<version>`` for an
+    Evo object (a UUID name, seeds/evo-geoscience-object-lineage.md), else ``name@version``."""
+    return f"{base}:{version}" if _UUID_NAME.match(name) else f"{base}@{version}"
 
 
 @dataclass(frozen=True)
@@ -509,8 +527,38 @@ class LineageQueries:
         return {"alias_groups": Jsonb(groups), "alias_of": Jsonb(dict(rows))}
 
     # -- node resolution ------------------------------------------------------------------
-    def resolve(self, node: str) -> LineageNode:
-        """The node named by ``node`` (syntax in the module docstring); aliases resolve to canonical."""
+    def resolve(self, node: str, version: str | None = None) -> LineageNode:
+        """The node named by ``node`` (syntax in the module docstring); aliases resolve to canonical.
+
+        A dataset named at a version (``<object_id>:<version>``, ``name@version``) or given ``version``
+        resolves to that version of it (``LineageNode.version_id`` set)."""
+        found = self._resolve_unversioned(node)
+        named = found.version
+        if version is not None and named is not None and version != named:
+            raise QueryError(f"{node!r} names version {named!r}, not {version!r}")
+        wanted = version if version is not None else named
+        if wanted is None:
+            return found
+        if found.kind == "job":
+            raise QueryError(f"{node!r} is a job: versions are dataset versions")
+        return self._at_version(found, wanted)
+
+    def _at_version(self, node: LineageNode, version: str) -> LineageNode:
+        """``node`` at ``version`` (a version string or a version id); NodeNotFoundError if it has no such version."""
+        row = self._all("SELECT v.version_id::text, v.version FROM lineage_dataset_versions v "
+                        "WHERE v.dataset_id = ANY(%s::uuid[]) AND (v.version = %s OR v.version_id::text = %s) "
+                        "ORDER BY v.event_time DESC LIMIT 1", (self._alias_ids(node.node_id), version, version))
+        if not row:
+            raise NodeNotFoundError(f"dataset {node.namespace}/{node.name} has no version {version!r}")
+        return replace(node, version=row[0][1], version_id=row[0][0])
+
+    def _alias_ids(self, node_id: str) -> list[str]:
+        """``node_id`` and the ids of its aliases."""
+        return [node_id] + [str(r[0]) for r in self._all(
+            "SELECT dataset_id FROM lineage_datasets WHERE alias_of = %s AND alias_of IS NOT NULL", (node_id,))]
+
+    def _resolve_unversioned(self, node: str) -> LineageNode:
+        """:meth:`resolve` before the version: a node whose ``version`` is the one its name carried, if any."""
         text = node.strip()
         if not text:
             raise QueryError("empty node name")
@@ -548,6 +596,9 @@ class LineageQueries:
         if not rows:
             rows = self._all(_DATASET_COLUMNS + " WHERE d.qualified_name = %(q)s", {"q": text})
         if not rows:
+            versioned = self._resolve_versioned_name(text)
+            if versioned is not None:
+                return versioned
             raise NodeNotFoundError(f"no dataset named {original!r} (use namespace/name, namespace:name, "
                                     "job:namespace/name or a UUID)")
         nodes = [self._canonical(_dataset_node(r)) for r in rows]
@@ -556,6 +607,36 @@ class LineageQueries:
             names = ", ".join(sorted(n.label for n in nodes))
             raise AmbiguousNodeError(f"{original!r} names several datasets: {names}")
         return exact[0] if exact else nodes[0]
+
+    def _resolve_versioned_name(self, text: str) -> LineageNode | None:
+        """A dataset named with its version, as producers write it: an Evo ``<ns>/<object_id>:<version>``
+        (the graph's node is ``<object_id>``, sink/derive.py ``resolve_dataset_name``) or ``<dataset>@<version>``;
+        the node returned carries the version string (not yet checked against the stored versions)."""
+        from .derive import resolve_dataset_name
+
+        readings: list[tuple[str, str, str]] = []
+        for ns, nm in zip(*_splits(text), strict=True):
+            base, version = resolve_dataset_name(ns, nm)
+            if version is not None:
+                readings.append((ns, base, version))
+        if "@" in text:
+            base_text, version = text.rsplit("@", 1)
+            if version:
+                readings += [(ns, nm, version) for ns, nm in zip(*_splits(base_text), strict=True)]
+        if not readings:
+            return None
+        rows = self._all(_DATASET_COLUMNS + " WHERE (d.namespace, d.name) IN "
+                         "(SELECT * FROM unnest(%(ns)s::text[], %(nm)s::text[]))",
+                         {"ns": [r[0] for r in readings], "nm": [r[1] for r in readings]})
+        versions = {(ns, nm): v for ns, nm, v in readings}
+        found = {(self._canonical(_dataset_node(r)), versions[(r[1], r[2])]) for r in rows}
+        if len(found) > 1:
+            names = ", ".join(sorted(f"{n.label} version {v}" for n, v in found))
+            raise AmbiguousNodeError(f"{text!r} names several dataset versions: {names}")
+        if not found:
+            return None
+        node, version = found.pop()
+        return replace(node, version=version)
 
     def _resolve_job(self, text: str, original: str) -> LineageNode:
         try:
@@ -602,22 +683,26 @@ class LineageQueries:
 
     # -- traversals -----------------------------------------------------------------------
     def upstream(self, node: str, depth: int = 5, as_of: datetime | None = None,
-                 stop_at_terminal: bool = True) -> TraversalResult:
-        """Everything ``node`` is derived from, to ``depth`` dataset-level hops."""
-        return self._traverse("upstream", node, depth, as_of, stop_at_terminal)
+                 stop_at_terminal: bool = True, version: str | None = None) -> TraversalResult:
+        """Everything ``node`` is derived from, to ``depth`` dataset-level hops (at ``version``: the module doc)."""
+        return self._traverse("upstream", node, depth, as_of, stop_at_terminal, version)
 
     def downstream(self, node: str, depth: int = 5, as_of: datetime | None = None,
-                   stop_at_terminal: bool = True) -> TraversalResult:
-        """Everything derived from ``node``, to ``depth`` dataset-level hops."""
-        return self._traverse("downstream", node, depth, as_of, stop_at_terminal)
+                   stop_at_terminal: bool = True, version: str | None = None) -> TraversalResult:
+        """Everything derived from ``node``, to ``depth`` dataset-level hops (at ``version``: the module doc)."""
+        return self._traverse("downstream", node, depth, as_of, stop_at_terminal, version)
 
     def _traverse(self, direction: str, node: str, depth: int, as_of: datetime | None,
-                  stop_at_terminal: bool) -> TraversalResult:
+                  stop_at_terminal: bool, version: str | None = None) -> TraversalResult:
         _check_depth(depth)
         _check_as_of(as_of)
-        root = self.resolve(node)
+        root = self.resolve(node, version)
         if root.kind == "column":
             return self._column_traverse(direction, root, depth, as_of, stop_at_terminal)
+        if root.version_id is not None:
+            from .versions import version_walk
+
+            return version_walk(self, direction, root, depth, as_of, stop_at_terminal)
         is_job = root.kind == "job"
         steps = 2 * depth - (1 if is_job else 0)
         maps = self._alias_maps()
@@ -653,13 +738,14 @@ class LineageQueries:
         hits.sort(key=lambda h: (h.steps, h.node.label))
         return TraversalResult(root, direction, depth, as_of, hits, [])
 
-    def impact(self, node: str, depth: int = 10, as_of: datetime | None = None) -> ImpactResult:
+    def impact(self, node: str, depth: int = 10, as_of: datetime | None = None,
+               version: str | None = None) -> ImpactResult:
         """Downstream datasets and jobs a change to ``node`` affects, and their owners.
 
         Owners: ``lineage_datasets.owner`` and each entry of ``lineage_jobs.owners`` (strings, or
         objects with ``name``), mapped to the labels of the affected nodes they own.
         """
-        result = self.downstream(node, depth=depth, as_of=as_of, stop_at_terminal=False)
+        result = self.downstream(node, depth=depth, as_of=as_of, stop_at_terminal=False, version=version)
         impact = ImpactResult(result.root, depth, result.datasets, result.jobs)
         owners: dict[str, set[str]] = {}
         for hit in result.hits:
@@ -717,7 +803,12 @@ class LineageQueries:
         reported with ``version = None`` and the run's time.
         """
         root = self.resolve(node)
+        if root.version is not None:        # named at a version (<object_id>:<version>, name@version)
+            version = version if version is not None else root.version_id
+            root = replace(root, version=None, version_id=None)
         within = self.resolve(within_dataset)
+        if within.version is not None:
+            within = replace(within, version=None, version_id=None)
         if root.kind != "dataset" or within.kind != "dataset":
             raise QueryError("ancestors takes two datasets (a dataset revision and the dataset to search in)")
         params: dict[str, Any] = {"root": root.node_id, "version_id": None, "at": None, "steps": max_steps}
@@ -776,8 +867,7 @@ def _job_node(r: tuple[Any, ...]) -> LineageNode:
 def _with_column(node: LineageNode, column: str | None) -> LineageNode:
     if column is None:
         return node
-    return LineageNode(node.node_id, "column", node.namespace, node.name, node.node_type, column,
-                       node.is_placeholder, node.owners)
+    return replace(node, kind="column", column=column)
 
 
 def _splits(text: str) -> tuple[list[str], list[str]]:

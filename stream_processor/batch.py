@@ -24,7 +24,9 @@ only number lines with an extra ``zipWithIndex`` pass); then the stream's own fu
 
 Load batches: the accepted rows in load order ``(file, line, event_hash)``, ``batch_size`` at a time, with
 the content-derived negative id :func:`load_batch_id`, so loading the same files again is a no-op batch
-by batch and never collides with the processor's (non-negative) micro-batch ids.
+by batch and never collides with the processor's (non-negative) micro-batch ids. Both kinds of batch
+project into one Parquet store, ordered by their commit sequence number (migration 008), so a load can run
+beside the stream.
 
 :func:`run_local` is the same pipeline without Spark (``lineage load --engine local``): the same
 decoder on the same Arrow table, the same dedupe order, the same per-group recombination function and

@@ -129,7 +129,8 @@ def test_changed_rows_only_the_batch(two_batches, pg_dsn: str) -> None:
     rows = changed_rows(pg_dsn, 2)
     assert rows["lineage_nodes"].column("node_id").to_pylist() == [ids["a"]]
     assert rows["lineage_edges"].column("kind").to_pylist() == ["reads"]
-    assert rows["lineage_events"].num_rows == 0 and rows["lineage_events"].schema.names[-1] == "_batch_id"
+    assert rows["lineage_events"].num_rows == 0 and rows["lineage_events"].schema.names[-2:] == ["_batch_id",
+                                                                                             "_commit_seq"]
     assert changed_rows(pg_dsn, 99)["lineage_nodes"].num_rows == 0
 
 
@@ -169,8 +170,8 @@ def test_incremental_projection_equals_full_export(pg_dsn: str, tmp_path) -> Non
     full = ParquetGraphStore(tmp_path / "full")
     full.write_all(pg_dsn)
     for name, t in TABLES.items():
-        ours = _sorted(store.read_table(name), t.id_column).drop_columns(["_batch_id"])
-        theirs = _sorted(full.read_table(name), t.id_column).drop_columns(["_batch_id"])
+        ours = _sorted(store.read_table(name), t.id_column).drop_columns(["_batch_id", "_commit_seq"])
+        theirs = _sorted(full.read_table(name), t.id_column).drop_columns(["_batch_id", "_commit_seq"])
         assert ours.equals(theirs), name
     runs = store.read_table("lineage_runs").to_pylist()
     assert {r["run_id"]: r["state"] for r in runs}[run] == "COMPLETE"

@@ -29,6 +29,8 @@ def snapshot(dsn: str, tables: tuple[str, ...] = GRAPH_TABLES + ("lineage_events
             cols = [r[0] for r in conn.execute(
                 "SELECT column_name FROM information_schema.columns WHERE table_name = %s ORDER BY ordinal_position",
                 (table,)).fetchall() if r[0] != "received_at"]
+            # bookkeeping last_batch_id last (columns added by later migrations come after it in the table)
+            cols = [c for c in cols if c != "last_batch_id"] + ["last_batch_id"] * ("last_batch_id" in cols)
             rows = conn.execute(f"SELECT {', '.join(cols)} FROM {table}").fetchall()
             out[table] = sorted(tuple(str(v) for v in row) for row in rows)
     return out

@@ -16,7 +16,10 @@ both give the same graph.
 A line that fails is reported on stderr as ``path:line: reason`` before anything is written, and the
 good lines are still loaded; the exit code is then 1 (2 for bad usage). Batch ids of ``lineage load``
 are negative and derived from the content (:func:`stream_processor.batch.load_batch_id`), so loading
-the same files twice is a no-op and never collides with the stream processor's micro-batch ids.
+the same files twice is a no-op and never collides with the stream processor's micro-batch ids (>= 0) in
+``lineage_transactions``. Beside a running ``lineage up`` (``--data-dir`` of it), the load writes the same
+PostgreSQL graph and the same Parquet store while the stream writes: Parquet rows are ordered by the commit
+sequence number of their batch (migration 008, :mod:`sink.parquet`), not by batch id.
 Rejected lines are not published to the dead-letter topic; the enriched and graph topics are published
 (Spark engine) only when Kafka bootstrap servers are configured.
 """

@@ -68,7 +68,7 @@ def render_tree(result: Any) -> str:
     arrow = "<-" if result.direction == "upstream" else "->"
     lines = [f"{result.direction} of {result.root.label} (depth {result.depth}"
              + (f", as of {result.as_of.isoformat()}" if result.as_of else "") + ")"]
-    hits = {h.node.node_id: h for h in result.hits}
+    hits = {h.node.key: h for h in result.hits}
     if not result.edges:        # column walks: a table by level
         lines.append(result.root.label)
         for h in result.hits:
@@ -78,7 +78,7 @@ def render_tree(result: Any) -> str:
     for e in result.edges:
         parent, child = (e.target_id, e.source_id) if result.direction == "upstream" else (e.source_id, e.target_id)
         children.setdefault(parent, []).append(child)
-    placed = {result.root.node_id}
+    placed = {result.root.key}
     lines.append(result.root.label + _flag(result.root))
 
     def walk(node_id: str, prefix: str, step: int) -> None:
@@ -94,7 +94,7 @@ def render_tree(result: Any) -> str:
                 placed.add(child)
                 walk(child, prefix + ("    " if last else "│   "), step + 1)
 
-    walk(result.root.node_id, "", 0)
+    walk(result.root.key, "", 0)
     lines.append(f"{len(result.datasets)} dataset(s), {len(result.jobs)} job(s)")
     return "\n".join(lines)
 
@@ -111,7 +111,8 @@ def run_traverse(args: argparse.Namespace) -> int:
     as_of = parse_as_of(args.as_of)
     with _queries(args) as q:
         fn = q.upstream if args.command == "upstream" else q.downstream
-        result = _call(fn, args.node, depth=args.depth, as_of=as_of, stop_at_terminal=not args.through_terminal)
+        result = _call(fn, args.node, depth=args.depth, as_of=as_of, stop_at_terminal=not args.through_terminal,
+                       version=args.version)
     return _emit(args, result, render_tree(result))
 
 
@@ -131,7 +132,7 @@ def run_route(args: argparse.Namespace) -> int:
 def run_impact(args: argparse.Namespace) -> int:
     as_of = parse_as_of(args.as_of)
     with _queries(args) as q:
-        result = _call(q.impact, args.node, depth=args.depth, as_of=as_of)
+        result = _call(q.impact, args.node, depth=args.depth, as_of=as_of, version=args.version)
     lines = [f"impact of a change to {result.root.label}: {len(result.datasets)} dataset(s), "
              f"{len(result.jobs)} job(s), {len(result.owners)} owner(s)"]
     for title, hits in (("datasets", result.datasets), ("jobs", result.jobs)):
@@ -177,7 +178,10 @@ def _positive(value: str) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    node_help = "namespace/name, namespace:name, job:namespace/name, <dataset>#column, or a UUID"
+    node_help = ("namespace/name, namespace:name, job:namespace/name, <dataset>#column, or a UUID; a dataset at a "
+                 "version as its producer named it: namespace/<object_id>:<version> or namespace/name@version")
+    version_help = ("walk from this version of the dataset NODE (a datasetVersion, an object version or a "
+                    "version id; same as NODE@VERSION): the versions it came from / that it fed")
     for name, what in (("upstream", "what NODE is derived from"), ("downstream", "what is derived from NODE")):
         p = subparsers.add_parser(name, help=what, description=f"{what.capitalize()}, to --depth dataset-level hops; "
                                   "stops at transforms whose tracing properties mark them terminal.")
@@ -186,6 +190,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                        help="dataset-level hops (env LINEAGE_DEPTH, default 5)")
         p.add_argument("--through-terminal", action="store_true",
                        help="continue through terminal transforms (irreversible + privacy-preserving, or terminal)")
+        p.add_argument("--version", default=env_default("--version"), help=version_help)
         _common(p)
         p.set_defaults(func=run_traverse)
     p = subparsers.add_parser("route", help="all routes between two nodes (LineageRoute)",
@@ -204,6 +209,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("node", metavar="NODE", help=node_help)
     p.add_argument("--depth", type=_positive, default=env_default("--depth", "10"),
                    help="dataset-level hops (env LINEAGE_DEPTH, default 10)")
+    p.add_argument("--version", default=env_default("--version"), help=version_help)
     _common(p)
     p.set_defaults(func=run_impact)
     p = subparsers.add_parser("ancestors", help="revisions of one dataset a dataset revision derives from",

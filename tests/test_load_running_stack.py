@@ -1,0 +1,131 @@
+"""`lineage load DIR --data-dir D` next to a running `lineage up --data-dir D` (issue 15, item 1).
+
+The documented backfill path: the loader writes the same PostgreSQL graph and the same Parquet store as the
+stream processor, at the same time, with its own (negative, content-derived) batch ids. The Parquet store
+orders rows by the commit sequence of migration 008, so neither writer's rows shadow the other's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.conftest import ROOT, assert_eventually
+from tests.test_derive import ds, run_event
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+NS = "backfill://warehouse"
+
+
+def _lineage(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}
+    return subprocess.run([sys.executable, "-m", "lineage", *args], cwd=ROOT, env=env, text=True,
+                          capture_output=True, timeout=timeout)
+
+
+def _events(prefix: str, count: int, day: int) -> list[dict]:
+    """``count`` COMPLETE runs ``src -> {prefix}_i``, each also writing the dataset ``shared`` (a row the
+    stream and the load both change)."""
+    out = []
+    for i in range(count):
+        out.append(run_event("COMPLETE", f"2024-06-{day:02d}T10:{i % 60:02d}:00Z", str(uuid.uuid4()),
+                             job=f"{prefix}.job{i}", inputs=[ds("src", NS)],
+                             outputs=[ds(f"{prefix}_{i}", NS, fields=["id"]), ds("shared", NS)]))
+    return out
+
+
+def _snapshot(dsn: str) -> dict[str, object]:
+    with psycopg.connect(dsn) as conn:
+        return {
+            "datasets": conn.execute("SELECT count(*) FROM lineage_datasets WHERE namespace = %s", (NS,)).fetchone()[0],
+            "events": conn.execute("SELECT count(*) FROM lineage_events").fetchone()[0],
+            "load_batches": conn.execute(
+                "SELECT count(*) FROM lineage_transactions WHERE batch_id < 0").fetchone()[0],
+            "nodes": dict(conn.execute(
+                "SELECT dataset_id::text, last_seen FROM lineage_datasets WHERE namespace = %s", (NS,)).fetchall()),
+        }
+
+
+def test_load_into_a_running_stack_twice_while_the_stream_writes(tmp_path: Path) -> None:
+    from sink.parquet import ParquetGraphStore
+
+    data_dir = tmp_path / "data"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}
+    up = subprocess.Popen([sys.executable, "-m", "lineage", "up", "--data-dir", str(data_dir), "--no-demo",
+                           "--duration", "600"], cwd=ROOT, env=env, text=True,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    stream_threads: list[threading.Thread] = []
+    try:
+        endpoints_path = data_dir / "endpoints.json"
+        assert_eventually(lambda: endpoints_path.exists() or up.poll() is not None, timeout=240,
+                          message="lineage up did not write endpoints.json")
+        assert up.poll() is None, up.stderr.read() if up.stderr else ""
+        endpoints = json.loads(endpoints_path.read_text())
+        dsn = endpoints["postgres_dsn"]
+
+        backfill = tmp_path / "backfill"
+        backfill.mkdir()
+        (backfill / "a.jsonl").write_text("\n".join(json.dumps(e) for e in _events("loaded", 30, 1)) + "\n")
+        (backfill / "b.json").write_text(json.dumps(_events("loaded_more", 5, 2)))
+
+        # the stream writes while the load runs: events in several emits, the `shared` row changed by both
+        streamed = _events("streamed", 20, 3)
+
+        def stream() -> None:
+            for n in range(4):
+                path = tmp_path / f"stream{n}.jsonl"
+                path.write_text("\n".join(json.dumps(e) for e in streamed[n * 5:(n + 1) * 5]) + "\n")
+                done = _lineage("emit", str(path), "--data-dir", str(data_dir), "--encoding", "json", timeout=120)
+                assert done.returncode == 0, done.stderr
+
+        stream_threads.append(threading.Thread(target=stream, name="stream-emitter"))
+        stream_threads[0].start()
+        first = _lineage("load", str(backfill), "--data-dir", str(data_dir), "--batch-size", "7",
+                         "--engine", "local")
+        assert first.returncode == 0, first.stderr
+        assert "35 new" in first.stdout and "5 batch(es)" in first.stdout, first.stdout
+        stream_threads[0].join(timeout=300)
+
+        def streamed_landed() -> bool:
+            with psycopg.connect(dsn) as conn:
+                return conn.execute("SELECT count(*) FROM lineage_datasets WHERE namespace = %s AND name LIKE "
+                                    "'streamed%%'", (NS,)).fetchone()[0] == 20
+        assert_eventually(streamed_landed, timeout=240, message="the streamed events did not land")
+        before = _snapshot(dsn)
+        assert before["datasets"] == 1 + 1 + 30 + 5 + 20 and before["load_batches"] == 5
+
+        # the same directory again, through the default (Spark) engine: nothing changes
+        second = _lineage("load", str(backfill), "--data-dir", str(data_dir), "--batch-size", "7")
+        assert second.returncode == 0, second.stderr
+        assert "0 new" in second.stdout and "35 duplicate" in second.stdout, second.stdout
+        assert _snapshot(dsn) == before
+
+        # the Parquet projection holds the loaded AND the streamed rows, each as PostgreSQL has it now
+        parquet = ParquetGraphStore(endpoints["parquet_dir"])
+
+        def parquet_matches() -> bool:
+            nodes = {r["node_id"]: r["last_seen"] for r in parquet.read_table("lineage_nodes").to_pylist()
+                     if r["namespace"] == NS}
+            return nodes == _snapshot(dsn)["nodes"]
+        assert_eventually(parquet_matches, timeout=120, message="Parquet nodes differ from PostgreSQL's")
+        events = parquet.read_table("lineage_events")
+        assert events.num_rows >= 55
+        assert min(events.column("_batch_id").to_pylist()) < 0 <= max(events.column("_batch_id").to_pylist())
+    finally:
+        for thread in stream_threads:
+            thread.join(timeout=300)
+        up.terminate()
+        try:
+            up.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            up.kill()
+            up.wait()
