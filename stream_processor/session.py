@@ -7,7 +7,10 @@ import os
 import sys
 from typing import Any
 
-__all__ = ["build_spark_session", "DRIVER_JAVA_OPTIONS"]
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["build_spark_session", "DRIVER_JAVA_OPTIONS", "SparkMemorySettings", "spark_master"]
 
 #: JVM options of the local-mode driver (``LINEAGE_SPARK_DRIVER_JAVA_OPTIONS`` replaces them).
 #: ``-XX:TieredStopAtLevel=1``: the client (C1) JIT compiler only. Every micro-batch plans its query
@@ -33,11 +36,66 @@ FS_CHECKPOINT_MANAGERS = (
 )
 
 
+class SparkMemorySettings(BaseSettings):
+    """The memory the processor's Spark may hold, part by part; the defaults fit a 4 GB laptop share.
+
+    Measured with ``lineage bench --events 20000`` on the 2-core machine (docs/PERFORMANCE.md, issue 18):
+    the bench's process tree peaked at 4.1 GB RSS, of which the JVM 1.5 GB (heap up to ``-Xmx2g``, plus
+    RocksDB's native memory), Spark's Python processes 1.6 GB (14 of them: workers kept idle in the pool,
+    the daemons), the bench's own process 0.67 GB (its demo events, now produced one by one) and the broker
+    0.44 GB (all topics in memory). Each field bounds one of those parts:
+    """
+
+    model_config = SettingsConfigDict(env_prefix="LINEAGE_SPARK_", extra="forbid")
+
+    #: ``LINEAGE_SPARK_DRIVER_MEMORY``: the driver JVM's heap (``spark.driver.memory``, ``-Xmx``; local mode
+    #: runs every task in it). It holds the persisted micro-batch and Spark's plans: at most
+    #: ``max_offsets_per_trigger`` events of ~5 kB, a few tens of MB for the default 5,000.
+    driver_memory: str = "1g"
+    #: ``LINEAGE_SPARK_EXECUTOR_MEMORY``: each executor JVM's heap on a cluster (``spark.executor.memory``).
+    executor_memory: str = "1g"
+    #: ``LINEAGE_SPARK_ROCKSDB_MEMORY_MB``: one bound, in MB, for the block cache and write buffers of ALL the
+    #: RocksDB state stores of a JVM (``spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage``). Unbounded,
+    #: each store instance (two operators x ``shuffle_partitions``) has its own cache and memtables.
+    rocksdb_memory_mb: int = Field(default=256, gt=0)
+    #: ``LINEAGE_SPARK_PYTHON_IDLE_WORKERS``: Python workers kept idle for reuse per JVM
+    #: (``spark.python.factory.idleWorkerMaxPoolSize``); each holds ~100 MB (pandas, pyarrow, our modules).
+    #: Busy workers are not limited by it: a local JVM runs at most its cores' tasks at once.
+    python_idle_workers: int = Field(default=2, ge=1)
+    #: ``LINEAGE_SPARK_MALLOC_ARENA_MAX``: glibc malloc arenas of the JVM and the Python workers
+    #: (``MALLOC_ARENA_MAX``; 0: glibc's default of 8 per core). Many threads allocating natively (RocksDB,
+    #: Netty, Arrow) otherwise each keep memory in an arena of their own.
+    malloc_arena_max: int = Field(default=2, ge=0)
+
+    def spark_conf(self) -> dict[str, str]:
+        """Spark settings for these bounds."""
+        conf = {
+            "spark.driver.memory": self.driver_memory,
+            "spark.executor.memory": self.executor_memory,
+            "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage": "true",
+            "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB": str(self.rocksdb_memory_mb),
+            "spark.python.factory.idleWorkerMaxPoolSize": str(self.python_idle_workers),
+        }
+        if self.malloc_arena_max:
+            conf["spark.executorEnv.MALLOC_ARENA_MAX"] = str(self.malloc_arena_max)
+        return conf
+
+
+def spark_master(master: str | None = None) -> str | None:
+    """The master URL to set: ``master``, else ``LINEAGE_SPARK_MASTER``, else ``local[2]``; but None (keep
+    spark-submit's ``--master``) when spark-submit started the JVM (it sets ``PYSPARK_GATEWAY_PORT``)."""
+    master = master or os.environ.get("LINEAGE_SPARK_MASTER")
+    if master or os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return master
+    return "local[2]"
+
+
 def build_spark_session(app_name: str = "lineage-processor", master: str | None = None,
                         local_dir: str | None = None, shuffle_partitions: int = 4,
-                        extra_conf: dict[str, str] | None = None) -> Any:
+                        extra_conf: dict[str, str] | None = None, memory: SparkMemorySettings | None = None) -> Any:
     """Build (or get) the SparkSession. ``PYSPARK_PYTHON`` is pinned to this interpreter so
-    Python workers connect back; the RocksDB state store is used for stateful operators."""
+    Python workers connect back; the RocksDB state store is used for stateful operators; ``memory``
+    (default: :class:`SparkMemorySettings` from the environment) bounds what it holds."""
     try:
         from pyspark.sql import SparkSession
     except ImportError as exc:  # pragma: no cover - install hint
@@ -49,9 +107,11 @@ def build_spark_session(app_name: str = "lineage-processor", master: str | None 
     logging.getLogger("py4j").setLevel(logging.WARNING)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    memory = memory or SparkMemorySettings()
+    if memory.malloc_arena_max:   # the local JVM inherits this process's environment, its Python workers the JVM's
+        os.environ.setdefault("MALLOC_ARENA_MAX", str(memory.malloc_arena_max))
     builder = (
         SparkSession.builder.appName(app_name)
-        .master(master or os.environ.get("LINEAGE_SPARK_MASTER", "local[2]"))
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -63,11 +123,15 @@ def build_spark_session(app_name: str = "lineage-processor", master: str | None 
         .config("spark.python.worker.reuse", "true")
         # imports from the installed pyspark, not from pyspark.zip (stream_processor/spark_daemon.py)
         .config("spark.python.daemon.module", "stream_processor.spark_daemon")
-        .config("spark.driver.memory", os.environ.get("LINEAGE_SPARK_DRIVER_MEMORY", "2g"))
         # Only when this call starts the JVM (local mode): see DRIVER_JAVA_OPTIONS.
         .config("spark.driver.extraJavaOptions",
                 os.environ.get("LINEAGE_SPARK_DRIVER_JAVA_OPTIONS", DRIVER_JAVA_OPTIONS))
     )
+    master = spark_master(master)
+    if master:
+        builder = builder.master(master)
+    for key, value in memory.spark_conf().items():
+        builder = builder.config(key, value)
     if local_dir:
         builder = builder.config("spark.local.dir", local_dir)
     event_log = os.environ.get("LINEAGE_SPARK_EVENT_LOG")

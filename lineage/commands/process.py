@@ -39,6 +39,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--starting-offsets", default=e("--starting-offsets", "earliest"))
     p.add_argument("--recombine-quiet-seconds", type=float, default=e("--recombine-quiet-seconds", 10.0))
     p.add_argument("--dedupe-window-seconds", type=int, default=e("--dedupe-window-seconds", 3600))
+    p.add_argument("--master", default=e("--master"),
+                   help="Spark master URL: local[N] (default local[2]), spark://HOST:PORT for a standalone "
+                        "cluster (also LINEAGE_SPARK_MASTER)")
     p.add_argument("--tick-seconds", type=float, default=e("--tick-seconds"),
                    help="an idle query's empty micro-batch, in which `$self` groups time out, every this many "
                         "seconds (default: half the quiet period, at least the trigger; 0: every trigger)")
@@ -66,6 +69,7 @@ def build_settings(args: argparse.Namespace) -> Any:
         "recombine_quiet_seconds": float(args.recombine_quiet_seconds),
         "dedupe_window_seconds": int(args.dedupe_window_seconds),
         "tick_seconds": float(args.tick_seconds) if args.tick_seconds is not None else None,
+        "spark_master": args.master,
     }
     for name in ("events", "enriched", "graph", "dlq"):
         value = getattr(args, f"topic_{name}") or topics.get(name)

@@ -1,0 +1,136 @@
+"""Peak memory per kind of process while a command runs: ``python benchmarks/rss_by_process.py -- CMD...``.
+
+``lineage bench`` reports ``peak_rss_bytes``, the sum of the RSS of its process tree: it says how much, not
+who. This samples the command's process tree every ``--interval`` seconds and keeps, per kind of process
+(the kinds of :func:`benchmarks.cpu_by_process.classify`: ``jvm``, ``spark-python``, ``postgres``,
+``broker``, ``driver``, ...), the peak of the kind's summed RSS and of its summed PSS, and the peak of the
+whole tree's sums.
+
+RSS counts a shared page in every process that maps it: PostgreSQL's shared buffers in every backend, the
+pages a forked Python worker still shares with its daemon. PSS (``/proc/PID/smaps_rollup``) divides each
+shared page among the processes that map it, so the tree's PSS is the memory the tree really holds.
+
+Output: a table, and with ``--json FILE``
+``{"wall_seconds", "peak_rss_bytes", "peak_pss_bytes", "rss_by_kind", "pss_by_kind", "processes_by_kind"}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+try:
+    from .cpu_by_process import _cmdline, classify
+except ImportError:  # run as a script
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from benchmarks.cpu_by_process import _cmdline, classify
+
+__all__ = ["tree_pids", "sample", "main"]
+
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def tree_pids(root: int) -> list[int]:
+    """``root`` and all its descendants (parents from ``/proc/PID/stat``)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split(None, 2)[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        out.append(pid)
+        stack.extend(children.get(pid, []))
+    return out
+
+
+def _rss_pss(pid: int) -> tuple[int, int] | None:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            text = f.read()
+    except OSError:
+        return None
+    rss = pss = 0
+    for line in text.splitlines():
+        if line.startswith(b"Rss:"):
+            rss = int(line.split()[1]) * 1024
+        elif line.startswith(b"Pss:"):
+            pss = int(line.split()[1]) * 1024
+    return rss, pss
+
+
+def sample(root: int, kinds: dict[int, str]) -> dict[str, tuple[int, int, int]]:
+    """{kind: (rss, pss, processes)} of ``root``'s tree now; ``kinds`` caches each pid's kind."""
+    out: dict[str, tuple[int, int, int]] = {}
+    for pid in tree_pids(root):
+        if kinds.get(pid) != "jvm":
+            cmd = _cmdline(pid)
+            if cmd is not None:
+                kinds[pid] = classify(cmd, root, pid)
+        mem = _rss_pss(pid)
+        if mem is None:
+            continue
+        kind = kinds.get(pid, "other")
+        rss, pss, n = out.get(kind, (0, 0, 0))
+        out[kind] = (rss + mem[0], pss + mem[1], n + 1)
+    return out
+
+
+def measure(argv: list[str], interval: float = 1.0) -> dict[str, object]:
+    """Run ``argv`` and return the peaks (module doc)."""
+    began = time.time()
+    proc = subprocess.Popen(argv)
+    kinds: dict[int, str] = {}
+    peak_rss = peak_pss = 0
+    rss_by: dict[str, int] = {}
+    pss_by: dict[str, int] = {}
+    procs_by: dict[str, int] = {}
+    while proc.poll() is None:
+        now = sample(proc.pid, kinds)
+        peak_rss = max(peak_rss, sum(v[0] for v in now.values()))
+        peak_pss = max(peak_pss, sum(v[1] for v in now.values()))
+        for kind, (rss, pss, n) in now.items():
+            rss_by[kind] = max(rss_by.get(kind, 0), rss)
+            pss_by[kind] = max(pss_by.get(kind, 0), pss)
+            procs_by[kind] = max(procs_by.get(kind, 0), n)
+        time.sleep(interval)
+    return {"wall_seconds": round(time.time() - began, 1), "exit_code": proc.returncode,
+            "peak_rss_bytes": peak_rss, "peak_pss_bytes": peak_pss,
+            "rss_by_kind": rss_by, "pss_by_kind": pss_by, "processes_by_kind": procs_by}
+
+
+def main(args: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--interval", type=float, default=1.0)
+    parser.add_argument("--json", dest="json_file")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    ns = parser.parse_args(args)
+    command = ns.command[1:] if ns.command[:1] == ["--"] else ns.command
+    if not command:
+        parser.error("no command (put it after --)")
+    result = measure(command, ns.interval)
+    mib = 1024 * 1024
+    print(f"{'kind':>20}  {'peak RSS MiB':>12}  {'peak PSS MiB':>12}  processes")
+    for kind in sorted(result["rss_by_kind"], key=lambda k: -result["rss_by_kind"][k]):  # type: ignore[index]
+        print(f"{kind:>20}  {result['rss_by_kind'][kind] / mib:12.0f}  "  # type: ignore[index]
+              f"{result['pss_by_kind'][kind] / mib:12.0f}  {result['processes_by_kind'][kind]}")  # type: ignore[index]
+    print(f"{'tree (peak of sums)':>20}  {result['peak_rss_bytes'] / mib:12.0f}  "  # type: ignore[operator]
+          f"{result['peak_pss_bytes'] / mib:12.0f}")  # type: ignore[operator]
+    if ns.json_file:
+        with open(ns.json_file, "w") as f:
+            json.dump(result, f, indent=2)
+    return int(result["exit_code"] or 0)  # type: ignore[call-overload]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""`lineage process --master spark://...` on a Spark standalone cluster: the same graph as local mode.
+
+The cluster is the one the pyspark installation ships: a master and two workers (one core, 1 GB each)
+started with ``spark-class``, on this machine. The executors import the project through the workers'
+``PYTHONPATH`` (this checkout first), as they would from an installed package on a real cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lineage.embedded.broker import create_topics
+from stream_processor.testing import produce, start_processor
+from tests.conftest import ROOT, assert_eventually
+from tests.test_store_postgres import snapshot
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+DEMO_MESSAGES = 200
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+def _cluster_env(work: Path) -> dict[str, str]:
+    return {**os.environ, "SPARK_HOME": str(_spark_home()), "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_DAEMON_MEMORY": "256m", "SPARK_LOG_DIR": str(work / "logs"),
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+            "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+
+
+def _alive_workers(ui_port: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=2) as r:
+            return int(json.load(r).get("aliveworkers", 0))
+    except OSError:
+        return 0
+
+
+@pytest.fixture
+def standalone_cluster(tmp_path: Path) -> Iterator[str]:
+    """``spark://127.0.0.1:PORT`` of a master with two registered workers; all stopped afterwards."""
+    spark_class = str(_spark_home() / "bin" / "spark-class")
+    env = _cluster_env(tmp_path)
+    port, ui = _free_port(), _free_port()
+    url = f"spark://127.0.0.1:{port}"
+    procs: list[subprocess.Popen] = []
+
+    def start(name: str, *argv: str) -> None:
+        with open(tmp_path / f"{name}.log", "wb") as log:
+            procs.append(subprocess.Popen([spark_class, *argv], stdout=log, stderr=subprocess.STDOUT, env=env,
+                                          start_new_session=True))
+
+    try:
+        start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+              "--webui-port", str(ui))
+        for i in (1, 2):
+            work = tmp_path / f"worker{i}"
+            work.mkdir()
+            start(f"worker{i}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "1",
+                  "--memory", "1g", "--webui-port", str(_free_port()), "--work-dir", str(work), url)
+        assert_eventually(lambda: _alive_workers(ui) == 2, timeout=90, interval=1.0,
+                          message="two workers registered with the master")
+        yield url
+    finally:
+        for proc in reversed(procs):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+
+
+def _demo_messages(n: int) -> list[tuple[bytes, list[tuple[str, bytes]] | None]]:
+    """Demo traffic as the bench sends it: plain events Avro-encoded, `$self` parts as JSON with a subject."""
+    from benchmarks.e2e_bench import _demo_values
+
+    return list(_demo_values(n))
+
+
+def _drain(master: str | None, bootstrap: str, topics: dict[str, str], dsn: str, work: Path) -> None:
+    work.mkdir()
+    extra = ["--available-now", "--max-offsets-per-trigger", "100000"] + (["--master", master] if master else [])
+    proc = start_processor(bootstrap, topics, dsn, work, "process.log", *extra)
+    try:
+        code = proc.wait(480)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+    assert code == 0, (work / "process.log").read_text(errors="replace")[-4000:]
+
+
+def test_standalone_cluster_builds_the_same_graph_as_local_mode(standalone_cluster, kafka_bootstrap, topic_names,
+                                                                pg_server, tmp_path, monkeypatch):
+    messages = _demo_messages(DEMO_MESSAGES)
+    assert any(headers for _, headers in messages), "the demo traffic must hold `$self` parts"
+    produce(kafka_bootstrap, topic_names["events"], messages)
+    # each run publishes to topics of its own; both read the same input topic
+    cluster_topics = {**topic_names, **{k: f"{v}.cluster" for k, v in topic_names.items() if k != "events"}}
+    create_topics(kafka_bootstrap, [cluster_topics[k] for k in ("enriched", "graph", "dlq")], partitions=1)
+    local_dsn = pg_server.create_database(f"t_local_{os.getpid()}_{id(tmp_path) % 10**6}")
+    cluster_dsn = pg_server.create_database(f"t_cluster_{os.getpid()}_{id(tmp_path) % 10**6}")
+
+    for name, value in _cluster_env(tmp_path).items():   # the cluster's executors import this checkout
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("LINEAGE_SPARK_EXECUTOR_MEMORY", "512m")
+    _drain(standalone_cluster, kafka_bootstrap, cluster_topics, cluster_dsn, tmp_path / "cluster")
+    _drain(None, kafka_bootstrap, topic_names, local_dsn, tmp_path / "local")
+
+    local, cluster = snapshot(local_dsn), snapshot(cluster_dsn)
+    assert len(local["lineage_events"]) > DEMO_MESSAGES // 2, "the local run stored the demo events"
+    assert local["lineage_runs"] and local["lineage_edges"] and local["lineage_quality"]
+    for table in local:
+        assert cluster[table] == local[table], table
+    # the cluster run really ran on the cluster: the master lists the application as finished
+    apps = (tmp_path / "master.log").read_text(errors="replace")
+    assert "Registered app lineage-processor" in apps

@@ -1,0 +1,62 @@
+"""The Spark memory bounds (stream_processor/session.py SparkMemorySettings) and the master URL."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from stream_processor.session import SparkMemorySettings, spark_master
+
+
+@pytest.mark.unit
+def test_memory_bounds_default_to_a_laptop_share_and_read_the_environment(monkeypatch):
+    conf = SparkMemorySettings().spark_conf()
+    assert conf["spark.driver.memory"] == "1g"
+    assert conf["spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage"] == "true"
+    assert conf["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"] == "256"
+    assert conf["spark.python.factory.idleWorkerMaxPoolSize"] == "2"
+    assert conf["spark.executorEnv.MALLOC_ARENA_MAX"] == "2"
+    monkeypatch.setenv("LINEAGE_SPARK_DRIVER_MEMORY", "3g")
+    monkeypatch.setenv("LINEAGE_SPARK_ROCKSDB_MEMORY_MB", "64")
+    monkeypatch.setenv("LINEAGE_SPARK_MALLOC_ARENA_MAX", "0")
+    monkeypatch.setenv("LINEAGE_SPARK_MASTER", "local[1]")   # another component's variable: ignored here
+    conf = SparkMemorySettings().spark_conf()
+    assert conf["spark.driver.memory"] == "3g"
+    assert conf["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"] == "64"
+    assert "spark.executorEnv.MALLOC_ARENA_MAX" not in conf
+    monkeypatch.setenv("LINEAGE_SPARK_ROCKSDB_MEMORY_MB", "0")
+    with pytest.raises(ValueError, match="rocksdb_memory_mb"):
+        SparkMemorySettings()
+
+
+@pytest.mark.unit
+def test_master_flag_env_and_spark_submit(monkeypatch):
+    monkeypatch.delenv("LINEAGE_SPARK_MASTER", raising=False)
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    assert spark_master() == "local[2]"
+    assert spark_master("spark://h:7077") == "spark://h:7077"
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "4711")   # under spark-submit: its --master applies
+    assert spark_master() is None
+    assert spark_master("local[1]") == "local[1]"
+    monkeypatch.setenv("LINEAGE_SPARK_MASTER", "spark://env:7077")
+    assert spark_master() == "spark://env:7077"
+
+
+@pytest.mark.unit
+def test_process_takes_a_master_flag(tmp_path):
+    from lineage.commands.process import build_settings, register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    args = parser.parse_args(["process", "--bootstrap-servers", "b:9092", "--postgres-dsn", "postgresql://x/y",
+                              "--data-dir", str(tmp_path), "--master", "spark://m:7077"])
+    assert build_settings(args).spark_master == "spark://m:7077"
+
+
+@pytest.mark.integration
+def test_the_session_runs_with_the_bounds(spark):
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage") == "true"
+    assert conf.get("spark.python.factory.idleWorkerMaxPoolSize") == "2"
+    assert spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory() <= 1024 * 1024 * 1024
