@@ -82,6 +82,9 @@ def create_app(settings: ApiSettings) -> FastAPI:
 
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Authorization", "Content-Type", "Content-Encoding"])
+    from api.paths import EncodedSlashes
+
+    app.add_middleware(EncodedSlashes)
     metrics = _optional_module("api.metrics")
     if metrics is not None:
         metrics.install(app)
