@@ -24,7 +24,11 @@ def test_healthz_openapi_and_docs(settings: object) -> None:
         assert health.status_code == 200, health.text
         assert health.json() == {"status": "ok", "database": "ok", "broker": "ok"}
         spec = requests.get(f"{url}/openapi.json", timeout=10).json()
-        assert "/healthz" in spec["paths"]
+        assert {"/healthz", "/api/v1/lineage", "/api/v1/namespaces/{namespace}/datasets/{dataset}"} <= set(spec["paths"])
+        assert set(spec["paths"]["/api/v1/lineage"]) == {"get", "post"}
+        docs = requests.get(f"{url}/docs", timeout=10)
+        assert docs.status_code == 200 and "/openapi.json" in docs.text
+        assert "<script src" not in docs.text and "cdn" not in docs.text.lower()  # offline: nothing loaded from elsewhere
 
 
 def test_healthz_says_which_part_is_down(kafka_bootstrap: str, topic_names: dict[str, str]) -> None:
