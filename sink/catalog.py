@@ -415,3 +415,164 @@ def _provenance_by_agent(conn: Any, node: LineageNode) -> list[dict[str, Any]]:
         "SELECT DISTINCT CASE WHEN kind = 'reads' THEN source_node_id ELSE target_node_id END FROM lineage_edges "
         "WHERE job_id = %s AND kind IN ('reads', 'writes')", (node.node_id,)).fetchall()]
     return _provenance(conn, ids, agent=node.node_id)
+
+
+# -- pages for the HTTP API: runs of a job, recent events, ERD ------------------------------------------
+
+
+def _page_check(limit: int, offset: int, most: int = 500) -> None:
+    if not 1 <= limit <= most:
+        raise QueryError(f"limit must be between 1 and {most}, not {limit}")
+    if offset < 0:
+        raise QueryError(f"offset must be >= 0, not {offset}")
+
+
+def job_runs(conn: Any, job: str, *, limit: int = 20, offset: int = 0) -> tuple[list[dict[str, Any]], int | None]:
+    """Runs of one job, newest first (index ``lineage_runs_job``); ``(runs, next_offset)``."""
+    _page_check(limit, offset)
+    node = LineageQueries(conn).resolve(job if job.startswith("job:") or _is_uuid(job) else "job:" + job)
+    if node.kind != "job":
+        raise QueryError(f"{job!r} is not a job (name it job:namespace/name)")
+    rows = conn.execute(
+        f"SELECT {_RUN_COLUMNS}, r.nominal_start, r.nominal_end, r.parent_run_id FROM lineage_runs r "
+        "LEFT JOIN lineage_jobs j ON j.job_id = r.job_id WHERE r.job_id = %s "
+        "ORDER BY coalesce(r.ended_at, r.started_at, r.last_seen) DESC NULLS LAST, r.run_id LIMIT %s OFFSET %s",
+        (node.node_id, limit + 1, offset)).fetchall()
+    runs = [{**_run(r), "nominal_start": _iso(r[7]), "nominal_end": _iso(r[8]),
+             "parent_run_id": str(r[9]) if r[9] else None} for r in rows[:limit]]
+    return runs, offset + limit if len(rows) > limit else None
+
+
+def _is_uuid(text: str) -> bool:
+    import uuid
+
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
+
+
+def recent_events(conn: Any, *, limit: int = 50, offset: int = 0) -> tuple[list[dict[str, Any]], int | None]:
+    """The raw events most recently committed (by batch, then event time), newest first."""
+    _page_check(limit, offset)
+    rows = conn.execute(
+        "SELECT event_time, event_type, event_kind, job_namespace, job_name, run_id, producer, first_batch_id, "
+        "payload::jsonb -> 'inputs', payload::jsonb -> 'outputs' FROM lineage_events "
+        "ORDER BY first_batch_id DESC NULLS LAST, event_time DESC, event_hash LIMIT %s OFFSET %s",
+        (limit + 1, offset)).fetchall()
+
+    def names(value: Any) -> list[dict[str, Any]]:
+        return [{"namespace": d.get("namespace"), "name": d.get("name")} for d in (value or []) if isinstance(d, dict)]
+
+    events = [{"event_time": _iso(t), "event_type": et, "event_kind": kind,
+               "job": f"job:{ns}/{name}" if ns is not None and name is not None else None,
+               "run_id": str(rid) if rid else None, "producer": producer, "batch_id": batch,
+               "inputs": names(ins), "outputs": names(outs)}
+              for t, et, kind, ns, name, rid, producer, batch, ins, outs in rows[:limit]]
+    return events, offset + limit if len(rows) > limit else None
+
+
+_PARTS_SQL = "string_to_array(d.name, '.')"
+_SCHEMA_SQL = (f"CASE cardinality({_PARTS_SQL}) WHEN 1 THEN NULL "
+               f"ELSE ({_PARTS_SQL})[cardinality({_PARTS_SQL}) - 1] END")
+
+
+def _split_table(name: str) -> tuple[str | None, str | None, str]:
+    parts = name.split(".")
+    if len(parts) >= 3:
+        return ".".join(parts[:-2]), parts[-2], parts[-1]
+    if len(parts) == 2:
+        return None, parts[0], parts[1]
+    return None, None, name
+
+
+def _source_files(conn: Any, ids: list[str]) -> dict[str, str]:
+    """``{dataset id: sourceCodeLocation path (or url)}`` of the latest event of a job writing it."""
+    if not ids:
+        return {}
+    rows = conn.execute("""
+        SELECT e.target_node_id::text, coalesce(p.payload::jsonb #>> '{job,facets,sourceCodeLocation,path}',
+                                               p.payload::jsonb #>> '{job,facets,sourceCodeLocation,url}')
+        FROM lineage_edges e JOIN lineage_jobs j ON j.job_id = e.job_id
+        CROSS JOIN LATERAL (SELECT payload FROM lineage_events WHERE job_namespace = j.namespace
+                            AND job_name = j.name ORDER BY event_time DESC LIMIT 1) p
+        WHERE e.kind = 'writes' AND e.valid_to IS NULL AND e.target_node_id = ANY(%s::uuid[])""", (ids,)).fetchall()
+    return {did: path for did, path in rows if path}
+
+
+def erd(conn: Any, *, namespace: str | None = None, schema: str | None = None, source_file: str | None = None,
+        limit: int = 100, offset: int = 0) -> dict[str, Any]:
+    """Tables (datasets with a schema, aliases left out) with their columns, and the foreign-key relations
+    declared by ``tableConstraints`` facets; names split as ``database.schema.table`` (the last two dots).
+
+    ``source_file`` keeps the tables written by a job whose latest event's ``sourceCodeLocation`` path (or
+    url) is that file. Paginated over tables in (namespace, name) order."""
+    _page_check(limit, offset)
+    where = ["d.alias_of IS NULL", "jsonb_typeof(d.fields) = 'array'", "jsonb_array_length(d.fields) > 0"]
+    params: dict[str, Any] = {"limit": limit + 1, "offset": offset, "ns": namespace, "schema": schema,
+                              "file": source_file}
+    if namespace:
+        where.append("d.namespace = %(ns)s")
+    if schema:
+        where.append(f"{_SCHEMA_SQL} = %(schema)s")
+    if source_file:
+        where.append("""EXISTS (SELECT 1 FROM lineage_edges e JOIN lineage_jobs j ON j.job_id = e.job_id
+            CROSS JOIN LATERAL (SELECT payload FROM lineage_events WHERE job_namespace = j.namespace
+                                AND job_name = j.name ORDER BY event_time DESC LIMIT 1) p
+            WHERE e.kind = 'writes' AND e.valid_to IS NULL AND e.target_node_id = d.dataset_id
+              AND %(file)s IN (p.payload::jsonb #>> '{job,facets,sourceCodeLocation,path}',
+                               p.payload::jsonb #>> '{job,facets,sourceCodeLocation,url}'))""")
+    rows = conn.execute(
+        "SELECT d.dataset_id::text, d.namespace, d.name, d.qualified_name, d.fields FROM lineage_datasets d "
+        f"WHERE {' AND '.join(where)} ORDER BY d.namespace, d.name LIMIT %(limit)s OFFSET %(offset)s",
+        params).fetchall()
+    page = rows[:limit]
+    ids = [r[0] for r in page]
+    constraints = latest_constraints(conn, ids)
+    files = _source_files(conn, ids)
+    tables, relations = [], []
+    by_name = {(r[1], r[2]): r[0] for r in page}
+    for did, ns, name, qname, fields in page:
+        c = constraints.get(did) or {}
+        pk = set(c.get("primaryKey") or [])
+        db, sch, table = _split_table(name)
+        tables.append({"id": did, "namespace": ns, "database": db, "schema": sch, "table": table,
+                       "qualified_name": qname, "source_file": files.get(did),
+                       "columns": [{"name": f.get("name"), "type": f.get("type"), "nullable": f.get("nullable"),
+                                    "primary_key": f.get("name") in pk} for f in (_json(fields) or [])
+                                   if isinstance(f, dict)]})
+        for fk in c.get("foreignKeys") or []:
+            ref = fk.get("references") or {}
+            ref_ns, ref_name = ref.get("namespace") or ns, ref.get("name")
+            to_id = by_name.get((ref_ns, ref_name))
+            if to_id is None and ref_name:
+                from schemas.identity import dataset_id
+
+                to_id = str(dataset_id(ref_ns, ref_name))
+            relations.append({"name": fk.get("name"), "from_table": did, "from_columns": list(fk.get("columns") or []),
+                              "to_table": to_id, "to_columns": list(ref.get("columns") or [])})
+    return {"tables": tables, "relations": relations, "next_offset": offset + limit if len(rows) > limit else None}
+
+
+def new_batches(conn: Any, after: datetime | None) -> tuple[datetime | None, list[int]]:
+    """``(newest committed_at, [batch ids committed after ``after``])`` from the transaction log; with
+    ``after`` None only the watermark (nothing is new yet). By commit time, not batch id: batch ids of
+    ``lineage load`` and of the stream need not grow together (index ``lineage_transactions_committed``)."""
+    if after is None:
+        row = conn.execute("SELECT max(committed_at) FROM lineage_transactions").fetchone()
+        return (row[0] if row else None), []
+    rows = conn.execute("SELECT batch_id, committed_at FROM lineage_transactions WHERE committed_at > %s "
+                        "ORDER BY committed_at", (after,)).fetchall()
+    if not rows:
+        return after, []
+    return rows[-1][1], [int(r[0]) for r in rows]
+
+
+def changed_nodes(conn: Any, batches: list[int], most: int = 1000) -> list[str]:
+    """Ids of the datasets and jobs last changed by ``batches`` (``last_batch_id`` indexes), at most ``most``."""
+    rows = conn.execute(
+        "(SELECT dataset_id::text FROM lineage_datasets WHERE last_batch_id = ANY(%(b)s) LIMIT %(n)s) UNION ALL "
+        "(SELECT job_id::text FROM lineage_jobs WHERE last_batch_id = ANY(%(b)s) LIMIT %(n)s)",
+        {"b": batches, "n": most}).fetchall()
+    return sorted(r[0] for r in rows)[:most]

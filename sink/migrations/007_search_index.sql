@@ -47,3 +47,6 @@ BEGIN
     END IF;
 END
 $$;
+
+-- The live-updates poller (api/live.py) reads the batches committed since its last poll, by commit time.
+CREATE INDEX IF NOT EXISTS lineage_transactions_committed ON lineage_transactions (committed_at);
