@@ -94,16 +94,28 @@ def _poller(request: Request) -> LivePoller:
     return state.graph_live  # type: ignore[no-any-return]
 
 
+def _stopping(request: Request) -> bool:
+    """True once the server shuts down: ``app.state.stopping`` (a threading.Event the server may set when
+    it is told to exit), so open streams end instead of holding a graceful shutdown to its timeout."""
+    flag = getattr(request.app.state, "stopping", None)
+    return bool(flag is not None and flag.is_set())
+
+
 async def _stream(request: Request, poller: LivePoller) -> AsyncIterator[str]:
     queue = poller.subscribe()
+    idle = 0.0
     try:
         yield "retry: 3000\n: connected\n\n"
-        while not await request.is_disconnected():
+        while not await request.is_disconnected() and not _stopping(request):
             try:
-                message = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
+                message = await asyncio.wait_for(queue.get(), 1.0)
             except TimeoutError:
-                yield ": keepalive\n\n"
+                idle += 1.0
+                if idle >= KEEPALIVE_SECONDS:
+                    idle = 0.0
+                    yield ": keepalive\n\n"
                 continue
+            idle = 0.0
             yield f"event: graph\ndata: {json.dumps(message, separators=(',', ':'))}\n\n"
     finally:
         poller.unsubscribe(queue)
@@ -114,3 +126,13 @@ async def _stream(request: Request, poller: LivePoller) -> AsyncIterator[str]:
 async def live(request: Request) -> StreamingResponse:
     return StreamingResponse(_stream(request, _poller(request)), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+@router.get("/live/status", summary="the live poller: clients listening, polls made, newest commit seen")
+async def live_status(request: Request) -> dict[str, Any]:
+    poller: LivePoller | None = getattr(request.app.state, "graph_live", None)
+    if poller is None:
+        return {"clients": 0, "polls": 0, "watermark": None, "running": False}
+    return {"clients": len(poller.clients), "polls": poller.polls,
+            "watermark": poller.watermark.isoformat() if poller.watermark else None,
+            "running": poller.task is not None and not poller.task.done()}
