@@ -20,7 +20,7 @@ __all__ = ["main", "build_parser"]
 #: Subcommand modules, in the order `lineage --help` lists them. A module that is
 #: missing (a feature not built yet) is skipped, never a crash.
 COMMAND_MODULES = (
-    "up", "broker", "process", "emit", "load", "demo", "query", "export", "tail", "dlq", "bench",
+    "up", "broker", "process", "emit", "load", "demo", "query", "export", "tail", "dlq", "bench", "scan",
 )
 
 
