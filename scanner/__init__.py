@@ -6,6 +6,8 @@ Pure functions from text to typed results (:func:`analyze_sql`), I/O only at the
 
 from __future__ import annotations
 
+import logging
+
 from scanner.catalog import Catalog
 from scanner.model import (
     ColumnLineage,
@@ -18,6 +20,10 @@ from scanner.model import (
     Unit,
 )
 from scanner.sql import SqlContext, analyze_sql
+
+# sqlglot logs "contains unsupported syntax" for every statement it keeps as a Command; the scanner
+# reports what it could not read itself.
+logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
 __all__ = [
     "analyze_sql", "scan", "Catalog", "SqlContext", "ScanResult", "StatementLineage", "ColumnLineage",

@@ -176,17 +176,18 @@ class ColumnTracer:
         return []
 
     def _pick_source(self, scope: Scope, alias: str, name: str):
-        sources = scope.sources
         if alias:
-            return sources.get(alias)
-        if len(sources) == 1:
-            return next(iter(sources.values()))
-        # unqualified and ambiguous: the one derived source that outputs it, else the one unknown table
-        hits = [s for s in sources.values() if isinstance(s, Scope) and name.lower() in self.output_map(s)]
+            return scope.sources.get(alias)
+        selected = [src for _node, src in scope.selected_sources.values()]
+        if len(selected) == 1:
+            return selected[0]
+        # unqualified and ambiguous: the one derived source that outputs it, else the one plain table
+        hits = [s for s in selected if isinstance(s, Scope) and name.lower() in self.output_map(s)]
         if len(hits) == 1:
             return hits[0]
-        tables = [s for s in sources.values() if isinstance(s, exp.Table)]
-        if len(tables) == 1 and not any(isinstance(s, Scope) for s in sources.values()):
+        tables = [s for s in selected if isinstance(s, exp.Table)]
+        if len(tables) == 1 and not hits and all(
+                not isinstance(s, Scope) or name.lower() not in self.output_map(s) for s in selected):
             return tables[0]
         return None
 
@@ -204,6 +205,42 @@ class ColumnTracer:
         return []
 
     def _function_sources(self, source: exp.Expression) -> list[Src]:
+        return []
+
+    # -- stars that no schema could expand --------------------------------------------------------------
+
+    def star_sources(self, scope: Scope) -> list[Src]:
+        """``SELECT *`` / ``t.*`` left unexpanded: ``table.*`` of every physical table they cover."""
+        if scope.set_operation_scopes:
+            return [s for branch in scope.set_operation_scopes for s in self.star_sources(branch)]
+        select = scope.expression
+        if not isinstance(select, exp.Select):
+            return []
+        out: list[Src] = []
+        for proj in select.expressions:
+            if isinstance(proj, exp.Star):
+                sources = [src for _n, src in scope.selected_sources.values()]
+            elif isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star):
+                src = scope.sources.get(proj.table)
+                sources = [src] if src is not None else []
+            else:
+                continue
+            for src in sources:
+                out.extend(self._star_of(src))
+        return out
+
+    def _star_of(self, source) -> list[Src]:
+        if isinstance(source, exp.Table):
+            table = self.physical(source)
+            if table is None:
+                return []
+            temp = self.temp_columns(table)
+            if temp is not None:
+                return [s for srcs in temp.values() for s in srcs]
+            return [(table, "*", "DIRECT", IDENTITY, False)]
+        if isinstance(source, Scope):
+            named = [s for _n, _e, srcs in self.outputs(source) for s in srcs]
+            return named + self.star_sources(source)
         return []
 
     # -- dataset-level indirect --------------------------------------------------------------------

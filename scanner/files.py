@@ -60,6 +60,16 @@ def _deadline(seconds: float):
         signal.signal(signal.SIGALRM, old)
 
 
+_COMPOUND = re.compile(r"([\w.\[\]\"]+)\s*([-+*/%|&^])=(?!=)")
+
+
+def _dialect_fixups(text: str, dialect: str) -> str:
+    """Grammar sqlglot does not read, rewritten to equivalents: T-SQL ``SET a += b`` -> ``SET a = a + b``."""
+    if dialect in ("tsql", "fabric") and "=" in text:
+        return _COMPOUND.sub(lambda m: f"{m.group(1)} = {m.group(1)} {m.group(2)}", text)
+    return text
+
+
 def _first_word(chunk: Chunk) -> str:
     return chunk.tokens[0].text.upper() if chunk.tokens else ""
 
@@ -129,7 +139,7 @@ class _FileScanner:
         out: list[StatementLineage] = []
         try:
             with _deadline(self.limits.statement_timeout_seconds):
-                trees = parse_statement(chunk.text, self.ctx.dialect)
+                trees = parse_statement(_dialect_fixups(chunk.text, self.ctx.dialect), self.ctx.dialect)
                 for tree in trees:
                     if isinstance(tree, exp.Command):
                         continue
@@ -256,8 +266,8 @@ def units_of_sql(text: str, ctx: SqlContext, rel_path: str, limits: Limits = DEF
             continue
         for st in scanner.chunk_lineage(chunk):
             ordinal += 1
-            if not st.outputs and st.kind != "SELECT":
-                continue
+            if (not st.outputs and st.kind != "SELECT") or (st.kind == "CREATE_TABLE" and not st.inputs):
+                continue       # DDL is reported as tables (dataset events), not as jobs
             if st.kind == "CREATE_VIEW" and st.outputs:
                 units.append(Unit(job_name(prefix, st.outputs[0].qualified), rel_path, "VIEW", integration,
                                   ctx.dialect, st.sql, st.line + line_offset, st.end_line + line_offset, (st,),

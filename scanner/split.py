@@ -60,7 +60,29 @@ def _chunk(text: str, toks: list[Token], routine: bool = False) -> Chunk:
 
 
 def tokenize(text: str, dialect: str) -> list[Token]:
-    return Dialect.get_or_raise(dialect).tokenize(text)
+    """The dialect's tokens; a ``BEGIN`` the tokenizer took for a command is opened up again."""
+    toks = Dialect.get_or_raise(dialect).tokenize(text)
+    if not any(t.token_type == T.COMMAND and t.text.upper() == "BEGIN" for t in toks):
+        return toks
+    out: list[Token] = []
+    i = 0
+    while i < len(toks):
+        tok = toks[i]
+        nxt = toks[i + 1] if i + 1 < len(toks) else None
+        if tok.token_type == T.COMMAND and tok.text.upper() == "BEGIN" and nxt is not None \
+                and nxt.token_type == T.STRING:
+            pos = text.find(nxt.text, tok.end + 1)
+            out.append(Token(T.BEGIN, tok.text, tok.line, tok.col, tok.start, tok.end))
+            if pos >= 0:
+                base = text.count("\n", 0, pos)
+                for sub in tokenize(nxt.text, dialect):
+                    out.append(Token(sub.token_type, sub.text, sub.line + base, sub.col, sub.start + pos,
+                                     sub.end + pos, sub.comments))
+                i += 2
+                continue
+        out.append(tok)
+        i += 1
+    return out
 
 
 def split_statements(text: str, dialect: str, keyword_mode: bool = False,

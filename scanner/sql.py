@@ -75,6 +75,24 @@ def parse_statement(sql: str, dialect: str) -> list[exp.Expression]:
     return [e for e in sqlglot.parse(sql, read=dialect or None) if e is not None]
 
 
+#: qualify options tried in turn: alias references expanded, then not, then columns left as written.
+_QUALIFY_ATTEMPTS = ({"expand_alias_refs": True}, {"expand_alias_refs": False},
+                     {"expand_alias_refs": False, "qualify_columns": False})
+
+
+def _plain_projections(query: exp.Expression) -> list[exp.Expression] | None:
+    """The projections of a plain SELECT without stars (as written), else None."""
+    while isinstance(query, exp.Subquery):
+        query = query.this
+    if not isinstance(query, exp.Select):
+        return None
+    projections = list(query.expressions)
+    if any(isinstance(p, exp.Star) or (isinstance(p, exp.Column) and isinstance(p.this, exp.Star))
+           for p in projections):
+        return None
+    return projections
+
+
 class _Spelling:
     """Maps normalised identifiers back to how the code spelt them."""
 
@@ -141,8 +159,8 @@ class _Analyzer:
         if not isinstance(table.this, (exp.Identifier, exp.Parameter, exp.Dot)):
             return None
         raw = table_name(table)
-        cat = "" if raw.catalog == _CAT else self.spell(raw.catalog)
-        db = "" if raw.db == _DB else self.spell(raw.db)
+        cat = "" if raw.catalog.lower() == _CAT else self.spell(raw.catalog)
+        db = "" if raw.db.lower() == _DB else self.spell(raw.db)
         name = raw.name
         if name.startswith(("#", "@")):
             name = name[0] + self.spell(name[1:])
@@ -196,19 +214,41 @@ class _Analyzer:
         """``[(output name, expression text, sources)]`` and dataset-level indirect sources."""
         query = query.copy()
         schema = self.schema_for(query)
-        try:
-            qualified = qualify(query, dialect=self.dialect or None, schema=schema or None, db=_DB, catalog=_CAT,
-                                validate_qualify_columns=False, quote_identifiers=False, identify=False,
-                                expand_alias_refs=True)
-        except Exception as exc:  # noqa: BLE001 - sqlglot raises many types on odd grammar
-            self.warnings.append(f"column lineage skipped: {type(exc).__name__}: {str(exc)[:120]}")
+        original = _plain_projections(query)
+        qualified = None
+        error: Exception | None = None
+        for options in _QUALIFY_ATTEMPTS:
+            try:
+                qualified = qualify(query.copy(), dialect=self.dialect or None, schema=schema or None, db=_DB,
+                                    catalog=_CAT, validate_qualify_columns=False, quote_identifiers=False,
+                                    identify=False, **options)
+                break
+            except RecursionError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - sqlglot raises many types on odd grammar
+                error = exc
+        if qualified is None:
+            self.warnings.append(f"column lineage skipped: {type(error).__name__}: {str(error)[:120]}")
             return [], []
         root = build_scope(qualified)
         if root is None:
             return [], []
         tracer = ColumnTracer(self.physical, self.temp_columns)
-        outs = [(name, _clean_expr(e, self.spell, self.dialect), srcs) for name, e, srcs in tracer.outputs(root)]
-        return outs, tracer.indirect(root)
+        sp = self.spell
+        outs = []
+        traced = tracer.outputs(root)
+        for i, (name, e, srcs) in enumerate(traced):
+            text = _clean_expr(e, sp, self.dialect)
+            if original is not None and len(original) == len(traced):
+                proj = original[i]
+                text = proj.this.sql(dialect=self.dialect or None) if isinstance(proj, exp.Alias) else \
+                    proj.sql(dialect=self.dialect or None)
+                if not isinstance(proj, (exp.Alias, exp.Column)):
+                    name = text          # an unnamed expression is named by its text, as written
+            outs.append((sp(name), text, [(t, sp(c), ty, sub, m) for t, c, ty, sub, m in srcs]))
+        for t, c, ty, sub, m in tracer.star_sources(root):
+            outs.append(("*", "*", [(t, sp(c), ty, sub, m)]))
+        return outs, [(t, sp(c), ty, sub, m) for t, c, ty, sub, m in tracer.indirect(root)]
 
     # -- statements --------------------------------------------------------------------------------
 
@@ -226,6 +266,8 @@ class _Analyzer:
     def write(self, target: TableName | None, kind: str, query: exp.Expression | None,
               target_columns: list[str] | None, extra_inputs: list[TableName] = (),
               temp: bool = False, exclude: set[int] = frozenset()) -> StatementLineage:
+        while isinstance(query, exp.Subquery) and isinstance(query.this, exp.Query):
+            query = query.this
         inputs = self.tables_read(query, exclude) + list(extra_inputs)
         outs, indirect = self.trace(query) if query is not None and isinstance(
             query, (exp.Select, exp.SetOperation, exp.Subquery)) else ([], [])
@@ -303,6 +345,23 @@ class _Analyzer:
 
     def select(self, s: exp.Expression) -> StatementLineage:
         into = s.args.get("into") if isinstance(s, exp.Select) else None
+        if isinstance(s, exp.SetOperation):
+            first = s
+            while isinstance(first, exp.SetOperation):
+                first = first.this
+            if isinstance(first, exp.Select) and first.args.get("into") is not None:
+                s = s.copy()
+                first = s
+                while isinstance(first, exp.SetOperation):
+                    first = first.this
+                into = first.args["into"]
+                first.set("into", None)
+                s.set("into", into)
+                target = self.written(into.this) if isinstance(into.this, exp.Table) else None
+                temp = bool(into.args.get("temporary")) or (target is not None and _is_temp_ref(target, self.ctx))
+                query = s.copy()
+                query.set("into", None)
+                return self.write(target, "SELECT_INTO", query, None, temp=temp)
         if into is not None and isinstance(into.this, exp.Table):
             target = self.written(into.this)
             query = s.copy()
@@ -340,7 +399,8 @@ class _Analyzer:
                     if schema is not None:
                         self.ctx.catalog.add(schema)
                         self.ctx.learnt.append(schema)
-                    return self.result("CREATE_TABLE", [], [])
+                    like = s.find(exp.LikeProperty)
+                    return self.result("CREATE_TABLE", self.tables_read(like), [self.ctx.full(name)])
                 if name is not None:
                     order = [e.name for e in this.expressions if isinstance(e, exp.ColumnDef)]
                     self.ctx.temps[_temp_key(name)] = TempTable([], {c.lower(): [] for c in order}, order)
@@ -351,10 +411,12 @@ class _Analyzer:
                 and "VIEW" not in kind and kind != "TABLE":
             return None
         query = s.expression
-        if query is None:
-            like = s.find(exp.LikeProperty)
-            return self.result("CREATE_TABLE", self.tables_read(like), []) if like is not None else None
         target = self.written(this)
+        if query is None:
+            if target is None or _is_temp_ref(target, self.ctx) or _create_is_temp(s):
+                return None
+            source = s.find(exp.LikeProperty) or s.args.get("clone")
+            return self.result("CREATE_TABLE", self.tables_read(source), [self.ctx.full(target)])
         temp = _create_is_temp(s)
         if isinstance(query, exp.Subquery) and isinstance(query.this, exp.Query):
             query = query.this
@@ -466,6 +528,9 @@ class _Analyzer:
         indirect: list[Src] = []
         if names:
             sel = exp.Select(expressions=[exp.alias_(e.copy(), f"_c{i}") for i, e in enumerate(exprs)])
+            with_ = s.args.get("with_")
+            if with_ is not None:
+                sel.set("with_", with_.copy())
             base = real.copy()
             base.set("joins", None)
             sel.set("from_", exp.From(this=base))
@@ -516,6 +581,9 @@ class _Analyzer:
         if name is None or _is_temp_ref(name, self.ctx):
             return None
         full = self.ctx.full(name)
+        rename = next((a for a in s.args.get("actions") or [] if isinstance(a, exp.AlterRename)), None)
+        if rename is not None and isinstance(rename.this, exp.Table) and (new := self.written(rename.this)):
+            return self.result("ALTER_RENAME", [full], [self.ctx.full(new)])
         known = self.ctx.catalog.lookup(full)
         schema = apply_alter(s, full, known)
         if schema.columns or schema.foreign_keys or schema.primary_key:
