@@ -95,6 +95,10 @@ class ColumnTracer:
         base = _subtype(expr)
         masking = _masking(expr)
         found: list[Src] = []
+        if any(isinstance(n, exp.Star) and isinstance(n.parent, exp.AggFunc) for n in expr.find_all(exp.Star)):
+            selected = [src for _n, src in scope.selected_sources.values()]
+            if len(selected) == 1:      # COUNT(*): every row of the one source
+                found.extend((t, c, "DIRECT", AGGREGATION, False) for t, c, *_ in self._star_of(selected[0]))
         for node, role in self._columns_with_roles(expr):
             if isinstance(node, exp.Column):
                 inner = self.resolve(scope, node)
@@ -177,7 +181,11 @@ class ColumnTracer:
 
     def _pick_source(self, scope: Scope, alias: str, name: str):
         if alias:
-            return scope.sources.get(alias)
+            found = scope.sources.get(alias)
+            if found is None:     # qualified by the table's name although it has an alias
+                found = next((src for _n, src in scope.selected_sources.values()
+                              if isinstance(src, exp.Table) and src.name.lower() == alias.lower()), None)
+            return found
         selected = [src for _node, src in scope.selected_sources.values()]
         if len(selected) == 1:
             return selected[0]
@@ -221,7 +229,7 @@ class ColumnTracer:
             if isinstance(proj, exp.Star):
                 sources = [src for _n, src in scope.selected_sources.values()]
             elif isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star):
-                src = scope.sources.get(proj.table)
+                src = self._pick_source(scope, proj.table, "*")
                 sources = [src] if src is not None else []
             else:
                 continue

@@ -70,6 +70,29 @@ def _dialect_fixups(text: str, dialect: str) -> str:
     return text
 
 
+#: Dialects whose grammar is tried, in order, when a statement does not parse in the configured one.
+PARSE_FALLBACKS = {"athena": ("hive", "trino"), "redshift": ("postgres",), "databricks": ("spark",),
+                   "spark": ("databricks", "hive"), "hive": ("spark",), "trino": ("presto",), "presto": ("trino",),
+                   "": ("mysql", "spark", "tsql"), "duckdb": ("postgres",), "postgres": ("redshift",),
+                   "snowflake": ("",), "bigquery": ("",), "mysql": ("",), "oracle": ("",), "tsql": ("",)}
+
+
+def _parse_with_fallback(text: str, dialect: str):
+    try:
+        return parse_statement(text, dialect)
+    except RecursionError:
+        raise
+    except Exception as first:  # noqa: BLE001 - try a sibling grammar before reporting
+        for other in PARSE_FALLBACKS.get(dialect, ()):
+            try:
+                return parse_statement(text, other)
+            except RecursionError:
+                raise
+            except Exception:  # noqa: BLE001,S112
+                continue
+        raise first
+
+
 def _first_word(chunk: Chunk) -> str:
     return chunk.tokens[0].text.upper() if chunk.tokens else ""
 
@@ -139,7 +162,7 @@ class _FileScanner:
         out: list[StatementLineage] = []
         try:
             with _deadline(self.limits.statement_timeout_seconds):
-                trees = parse_statement(_dialect_fixups(chunk.text, self.ctx.dialect), self.ctx.dialect)
+                trees = _parse_with_fallback(_dialect_fixups(chunk.text, self.ctx.dialect), self.ctx.dialect)
                 for tree in trees:
                     if isinstance(tree, exp.Command):
                         continue
