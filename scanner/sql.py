@@ -333,7 +333,8 @@ class _Analyzer:
         if isinstance(s, exp.Copy):
             return self.copy(s)
         if isinstance(s, exp.Use):
-            self.ctx.use_db = s.name if s.this is not None else ""
+            target = s.this
+            self.ctx.use_db = (target.name if isinstance(target, exp.Expression) else str(target or "")) or ""
             return None
         if isinstance(s, exp.Drop):
             if isinstance(s.this, exp.Table):
@@ -566,7 +567,8 @@ class _Analyzer:
             if node is None:
                 continue
             for n in (node if isinstance(node, list) else [node]):
-                inputs += self.tables_read(n)
+                if isinstance(n, exp.Expression):
+                    inputs += self.tables_read(n)
         for j in s.args.get("joins") or []:
             inputs += self.tables_read(j)
         if target is None or _is_temp_ref(target, self.ctx):
