@@ -202,6 +202,8 @@ class _Analyzer:
                     cols = [(c.name, c.type or "UNKNOWN") for c in known.columns]
             if cols is None:
                 continue
+            for c, _ty in cols:
+                self.spell.names.setdefault(c.lower(), c)
             cat = name.catalog or _CAT
             db = name.db or _DB
             key_name = name.name
