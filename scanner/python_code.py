@@ -24,6 +24,7 @@ from scanner.model import (
     StatementLineage,
     TableName,
     Unit,
+    stronger,
 )
 from scanner.sql import SqlContext
 
@@ -50,11 +51,12 @@ class Frame:
     inputs: list[TableName]
     columns: dict[str, list[tuple[TableName, str, str]]] | None   # None: columns unknown
     indirect: list[tuple[TableName, str, str]] = field(default_factory=list)
+    partial: bool = False      # columns lists only the derived ones; others pass through unknown
 
     def source_of(self, col: str) -> list[tuple[TableName, str, str]]:
         if self.columns is not None and col in self.columns:
             return list(self.columns[col])
-        if len(self.inputs) == 1:
+        if (self.columns is None or self.partial) and len(self.inputs) == 1:
             return [(self.inputs[0], col, IDENTITY)]
         return []
 
@@ -177,7 +179,7 @@ class _FunctionScanner:
         direct = self.col_name(node)
         if direct is not None and not (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(
                 node.func, "id", "")) not in ("col", "column")):
-            return [(t, c, IDENTITY) for t, c, _s in frame.source_of(direct)], alias or direct
+            return list(frame.source_of(direct)), alias or direct
         subtype = TRANSFORMATION
         refs: list[str] = []
         for sub in ast.walk(node):
@@ -195,7 +197,7 @@ class _FunctionScanner:
                 refs.append(sub.attr)
         out = []
         for r in refs:
-            out.extend((t, c, subtype) for t, c, _s in frame.source_of(r))
+            out.extend((t, c, stronger(subtype, s)) for t, c, s in frame.source_of(r))
         return out, alias
 
     def frame(self, node: ast.AST) -> Frame | None:
@@ -251,13 +253,10 @@ class _FunctionScanner:
         if attr == "withColumn" and len(node.args) >= 2:
             name = self.string(node.args[0])
             srcs, _alias = self.expr_columns(node.args[1], base)
-            cols = dict(base.columns) if base.columns is not None else None
-            if cols is not None and name:
+            cols = dict(base.columns) if base.columns is not None else {}
+            if name:
                 cols[name] = srcs
-            elif name:
-                cols = {name: srcs}
-                return Frame(base.inputs, None, base.indirect) if not srcs else Frame(base.inputs, None, base.indirect)
-            return Frame(base.inputs, cols, base.indirect)
+            return Frame(base.inputs, cols, base.indirect, partial=base.columns is None or base.partial)
         if attr == "withColumnRenamed" and len(node.args) >= 2:
             old, new = self.string(node.args[0]), self.string(node.args[1])
             if base.columns is None or old is None or new is None:
