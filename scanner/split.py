@@ -131,7 +131,7 @@ def split_statements(text: str, dialect: str, keyword_mode: bool = False,
                 cur.pop()
                 close()
             continue
-        if tt == T.SEMICOLON and depth == 0:
+        if tt == T.SEMICOLON:         # also at depth > 0: an unbalanced statement must not swallow the file
             close()
             depth = 0
             continue
