@@ -22,6 +22,7 @@ __all__ = ["main", "build_parser"]
 #: missing (a feature not built yet) is skipped, never a crash.
 COMMAND_MODULES = (
     "up", "broker", "process", "emit", "load", "demo", "query", "catalog", "export", "tail", "dlq", "bench", "serve",
+    "scan",
 )
 
 
