@@ -39,7 +39,7 @@ def test_packed_columns_are_the_wide_columns_not_kept_narrow():
 def test_packed_batches_read_back_as_the_wide_rows(ts):
     # demo traffic (plain events, Evo `$self` documents, duplicates) plus rejected messages: garbage bytes,
     # a null value, JSON that is no event, with headers (the DLQ needs raw_value and raw_headers back)
-    values = _demo_values(40) + [(b"\x00garbage", [("h", b"\x01")]), (None, None), (b'{"not": "an event"}', None)]
+    values = list(_demo_values(40)) + [(b"\x00garbage", [("h", b"\x01")]), (None, None), (b'{"not": "an event"}', None)]
     wide = [r for b in decode_batches(iter([_source(values, ts)])) for r in b.to_pylist()]
     packed_batches = list(decode_batches(iter([_source(values, ts)]), packed=True))
     assert all(b.schema.names == [*NARROW_COLUMNS, "packed"] for b in packed_batches)
@@ -50,7 +50,7 @@ def test_packed_batches_read_back_as_the_wide_rows(ts):
 
 
 def test_full_rows_leaves_a_wide_batch_as_it_is():
-    values = _demo_values(5)
+    values = list(_demo_values(5))
     batch = next(decode_batches(iter([_source(values, None)])))
     assert full_rows(batch) == batch.to_pylist()
 
