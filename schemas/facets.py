@@ -241,16 +241,11 @@ def _short(value: Any) -> str:
 
 def _violation(error: Any, name: str, facet_path: str) -> FacetViolation:
     parts = list(error.instance_path)
-    kind = type(error.kind).__name__
-    if kind == "Required":
+    if type(error.kind).__name__ == "Required":
         parts.append(error.kind.property)
         what = "is required"
-    elif kind == "Type":
-        what = f"{error.message.split(' is not of type ', 1)[-1].join(['must be of type ', ''])}, not {_short(error.instance)}"
-    elif kind == "Format":
-        what = f"{error.message.split(' is not a ', 1)[-1].join(['must be a ', ''])} string, not {_short(error.instance)}"
-    else:
-        what = error.message
+    else:  # jsonschema-rs says it plainly: '"10" is not of type "integer"', '"x" is not a "uuid"'
+        what = error.message if len(error.message) <= 200 else f"{_short(error.instance)} breaks the facet's schema"
     path = json_path(facet_path, parts)
     return FacetViolation(facet=name, facet_path=facet_path, path=path,
                           message=f"{path}: {what} (standard facet {name!r} dropped)")
