@@ -54,14 +54,17 @@ def facets_of(event: dict[str, Any]) -> Iterator[tuple[str, str, Any]]:
                 yield level, name, facet
 
 
-def measure(fn: Callable[[dict[str, Any], Any], Any], events: list[Event], repeats: int) -> list[float]:
-    """Thread CPU microseconds per event, one figure per repeat."""
-    out = []
+def measure(variants: dict[str, Callable[[dict[str, Any], Any], Any]], events: list[Event],
+            repeats: int) -> dict[str, list[float]]:
+    """Thread CPU microseconds per event, one figure per variant and repeat; the variants take turns within each
+    repeat, so a change of load on a shared machine hits all of them alike and pairwise differences hold."""
+    out: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(repeats):
-        start = time.thread_time()
-        for event, subject in events:
-            fn(event, subject)
-        out.append((time.thread_time() - start) / len(events) * 1e6)
+        for name, fn in variants.items():
+            start = time.thread_time()
+            for event, subject in events:
+                fn(event, subject)
+            out[name].append((time.thread_time() - start) / len(events) * 1e6)
     return out
 
 
@@ -115,7 +118,7 @@ def main() -> None:
     except ImportError:
         print("fastjsonschema not installed: skipped")
 
-    results = {name: measure(fn, events, args.repeats) for name, fn in variants.items()}
+    results = measure(variants, events, args.repeats)
     for name, values in results.items():
         print(f"{name:40s} median {statistics.median(values):7.1f} us/event  "
               f"range {min(values):7.1f} .. {max(values):7.1f}")

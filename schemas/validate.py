@@ -141,13 +141,26 @@ def _optional_object(obj: dict[str, Any], key: str, where: str) -> None:
         raise _fail(f"{where}.{key}", f"must be an object, not {type(value).__name__}", "validation.type")
 
 
+#: URI strings already checked (producers repeat the same few ``_producer`` / ``_schemaURL`` values on every
+#: facet of every event): a dict look-up instead of a regex match, bounded so hostile input cannot grow it.
+_URIS: dict[str, bool] = {}
+_URIS_MAX = 4096
+
+
 def _uri(obj: dict[str, Any], key: str, where: str) -> None:
     """``obj[key]`` is a required absolute URI string (``format: uri``); ``where`` is the path of ``key``."""
     value = obj.get(key)
+    if type(value) is str:
+        ok = _URIS.get(value)
+        if ok is None:
+            ok = _URI_RE.match(value) is not None
+            if len(_URIS) < _URIS_MAX:
+                _URIS[value] = ok
+        if ok:
+            return
     if value is None:
         raise _fail(where, "is required", "validation.missing")
-    if type(value) is not str or _URI_RE.match(value) is None:
-        raise _fail(where, f"must be an absolute URI string, not {_short(value)}", "validation.type")
+    raise _fail(where, f"must be an absolute URI string, not {_short(value)}", "validation.type")
 
 
 def _facets(container: Any, where: str, deletable: bool) -> None:
