@@ -168,18 +168,32 @@ def _facets(container: Any, where: str, deletable: bool) -> None:
     (and a boolean ``_deleted`` for job / dataset facets). A ``null`` container or facet is absent."""
     if not container:
         return
+    uris = _URIS
     for name, facet in container.items():
-        if facet is None:
+        if type(facet) is dict:  # fast path: URIs seen before, no path built
+            producer, schema_url = facet.get("_producer"), facet.get("_schemaURL")
+            if type(producer) is str and type(schema_url) is str and uris.get(producer) and uris.get(schema_url):
+                if not deletable:
+                    continue
+                deleted = facet.get("_deleted")
+                if deleted is None or type(deleted) is bool:
+                    continue
+        elif facet is None:
             continue
-        path = json_path(where, (name,))
-        if type(facet) is not dict:
-            raise _fail(path, f"a facet must be an object, not {_short(facet)}", "validation.type")
-        _uri(facet, "_producer", path + "._producer")
-        _uri(facet, "_schemaURL", path + "._schemaURL")
-        if deletable:
-            deleted = facet.get("_deleted")
-            if deleted is not None and type(deleted) is not bool:
-                raise _fail(path + "._deleted", f"must be true or false, not {_short(deleted)}", "validation.type")
+        _facet(name, facet, where, deletable)
+
+
+def _facet(name: str, facet: Any, where: str, deletable: bool) -> None:
+    """:func:`_facets` for one facet the fast path did not pass: raises naming the field, or learns its URIs."""
+    path = json_path(where, (name,))
+    if type(facet) is not dict:
+        raise _fail(path, f"a facet must be an object, not {_short(facet)}", "validation.type")
+    _uri(facet, "_producer", path + "._producer")
+    _uri(facet, "_schemaURL", path + "._schemaURL")
+    if deletable:
+        deleted = facet.get("_deleted")
+        if deleted is not None and type(deleted) is not bool:
+            raise _fail(path + "._deleted", f"must be true or false, not {_short(deleted)}", "validation.type")
 
 
 def _datasets(doc: dict[str, Any], key: str, facet_key: str) -> list[dict[str, Any]] | None:
