@@ -91,7 +91,7 @@ def setting(path: str, value: Any, base: Callable[[], dict[str, Any]] = base_eve
     def build() -> dict[str, Any]:
         doc = base()
         parent, _, key = path.rpartition("/")
-        node = at(doc, parent) if parent else doc
+        node: Any = at(doc, parent) if parent else doc
         if value is DELETE:
             del node[int(key) if isinstance(node, list) else key]
         else:
@@ -116,6 +116,10 @@ CORE_CASES: list[tuple[str, Callable[[], dict[str, Any]], str, str]] = [
      "run.facets.parent._schemaURL"),
     ("custom_facet_no_producer", setting("run/facets/myCustom/_producer", DELETE), "validation.missing",
      "run.facets.myCustom._producer"),
+    ("custom_facet_producer_not_uri", setting("run/facets/myCustom/_producer", "my producer"), "validation.type",
+     "run.facets.myCustom._producer"),
+    ("custom_facet_producer_not_uri_again", setting("job/facets/sql/_producer", "my producer"), "validation.type",
+     "job.facets.sql._producer"),   # the second time the string comes from the cache of checked URIs
     ("custom_facet_schemaURL_number", setting("run/facets/myCustom/_schemaURL", 3), "validation.type",
      "run.facets.myCustom._schemaURL"),
     ("job_facet_no_producer", setting("job/facets/sql/_producer", DELETE), "validation.missing",
