@@ -358,3 +358,19 @@ def test_openlineage_proxy_negative_fixtures_drop_the_facet(name: str) -> None:
     assert row["error_field"] == {"proxy/event_invalid_dataset_facet.json": "outputs[0].facets.ownership.owners[0].name",
                                   "proxy/event_invalid_run_facet.json": "run.facets.parent.run.runId"}[name]
     assert ok["job_name"] and ok["run_id"]
+
+
+def test_drop_invalid_facets_keeps_the_document_as_sent_and_does_not_mutate_it() -> None:
+    # the HTTP ingest's entry point: validate_event first, then publish the document without broken facets
+    from schemas.validate import drop_invalid_facets
+
+    doc = setting("outputs/0/facets/ownership/owners/0/name", DELETE)()
+    doc["eventTime"] = "2024-05-01T14:00:00+02:00"                       # not normalised by this call
+    before = copy.deepcopy(doc)
+    validate_event(doc)
+    cleaned, [violation] = drop_invalid_facets(doc)
+    assert doc == before                                                  # the caller's document is untouched
+    assert (violation.facet, violation.facet_path) == ("ownership", "outputs[0].facets.ownership")
+    expected = copy.deepcopy(before)
+    del expected["outputs"][0]["facets"]["ownership"]
+    assert cleaned == expected
