@@ -47,7 +47,7 @@ from schemas.errors import EventValidationError, SelfLinkError
 from schemas.facets import FacetViolation, check_facet, event_facets_validator, json_path
 
 __all__ = ["EVENT_TYPES", "SELF", "ValidatedEvent", "classify_event", "validate_event", "validate_message",
-           "validate_openlineage_event", "check_standard_facets", "normalise_event_time"]
+           "validate_openlineage_event", "check_standard_facets", "drop_invalid_facets", "normalise_event_time"]
 
 EVENT_TYPES = frozenset({"START", "RUNNING", "COMPLETE", "ABORT", "FAIL", "OTHER"})
 SELF = "$self"
@@ -141,13 +141,26 @@ def _optional_object(obj: dict[str, Any], key: str, where: str) -> None:
         raise _fail(f"{where}.{key}", f"must be an object, not {type(value).__name__}", "validation.type")
 
 
+#: URI strings already checked (producers repeat the same few ``_producer`` / ``_schemaURL`` values on every
+#: facet of every event): a dict look-up instead of a regex match, bounded so hostile input cannot grow it.
+_URIS: dict[str, bool] = {}
+_URIS_MAX = 4096
+
+
 def _uri(obj: dict[str, Any], key: str, where: str) -> None:
     """``obj[key]`` is a required absolute URI string (``format: uri``); ``where`` is the path of ``key``."""
     value = obj.get(key)
+    if type(value) is str:
+        ok = _URIS.get(value)
+        if ok is None:
+            ok = _URI_RE.match(value) is not None
+            if len(_URIS) < _URIS_MAX:
+                _URIS[value] = ok
+        if ok:
+            return
     if value is None:
         raise _fail(where, "is required", "validation.missing")
-    if type(value) is not str or _URI_RE.match(value) is None:
-        raise _fail(where, f"must be an absolute URI string, not {_short(value)}", "validation.type")
+    raise _fail(where, f"must be an absolute URI string, not {_short(value)}", "validation.type")
 
 
 def _facets(container: Any, where: str, deletable: bool) -> None:
@@ -155,18 +168,32 @@ def _facets(container: Any, where: str, deletable: bool) -> None:
     (and a boolean ``_deleted`` for job / dataset facets). A ``null`` container or facet is absent."""
     if not container:
         return
+    uris = _URIS
     for name, facet in container.items():
-        if facet is None:
+        if type(facet) is dict:  # fast path: URIs seen before, no path built
+            producer, schema_url = facet.get("_producer"), facet.get("_schemaURL")
+            if type(producer) is str and type(schema_url) is str and uris.get(producer) and uris.get(schema_url):
+                if not deletable:
+                    continue
+                deleted = facet.get("_deleted")
+                if deleted is None or type(deleted) is bool:
+                    continue
+        elif facet is None:
             continue
-        path = json_path(where, (name,))
-        if type(facet) is not dict:
-            raise _fail(path, f"a facet must be an object, not {_short(facet)}", "validation.type")
-        _uri(facet, "_producer", path + "._producer")
-        _uri(facet, "_schemaURL", path + "._schemaURL")
-        if deletable:
-            deleted = facet.get("_deleted")
-            if deleted is not None and type(deleted) is not bool:
-                raise _fail(path + "._deleted", f"must be true or false, not {_short(deleted)}", "validation.type")
+        _facet(name, facet, where, deletable)
+
+
+def _facet(name: str, facet: Any, where: str, deletable: bool) -> None:
+    """:func:`_facets` for one facet the fast path did not pass: raises naming the field, or learns its URIs."""
+    path = json_path(where, (name,))
+    if type(facet) is not dict:
+        raise _fail(path, f"a facet must be an object, not {_short(facet)}", "validation.type")
+    _uri(facet, "_producer", path + "._producer")
+    _uri(facet, "_schemaURL", path + "._schemaURL")
+    if deletable:
+        deleted = facet.get("_deleted")
+        if deleted is not None and type(deleted) is not bool:
+            raise _fail(path + "._deleted", f"must be true or false, not {_short(deleted)}", "validation.type")
 
 
 def _datasets(doc: dict[str, Any], key: str, facet_key: str) -> list[dict[str, Any]] | None:
@@ -408,3 +435,10 @@ def validate_openlineage_event(document: Any, subject: dict[str, str] | None = N
     """
     event = validate_event(document, subject, self_link, event_index=event_index, event_count=event_count)
     return check_standard_facets(event)
+
+
+def drop_invalid_facets(document: dict[str, Any]) -> ValidatedEvent:
+    """:func:`check_standard_facets` on a document that passed :func:`validate_event`, as sent (not normalised):
+    ``(document without the broken standard facets, violations)``. For a front door that validates, then
+    publishes the document itself (the HTTP ingest); the processor checks again and reports to the DLQ."""
+    return check_standard_facets(document)

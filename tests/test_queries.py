@@ -255,6 +255,11 @@ PG = "postgres://db:5432"
 
 def _event(job: str, time: str, inputs: list[dict], outputs: list[dict], job_facets: dict | None = None,
            run_id: str | None = None) -> dict:
+    base = {"_producer": "https://example.com/producer", "_schemaURL": "https://example.com/facet.json"}
+    for facets in [job_facets or {}] + [d.get("facets") or {} for d in inputs + outputs]:
+        for facet in facets.values():
+            for key, value in base.items():
+                facet.setdefault(key, value)  # BaseFacet: the core validation requires both on every facet
     return {
         "eventType": "COMPLETE", "eventTime": time, "producer": "https://example.com/producer",
         "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",

@@ -403,7 +403,9 @@ def test_spark_graph(graph: Graph) -> None:
                        dataset_id(*out)) == 1
     # templates: the serde test event (root run, job version, input metrics), a Kafka read, the CLI test
     serde = graph.run("5f24c93c-2ce9-49dc-82e7-95ab4915242f")
-    assert serde["parent_run_id"] is None and serde["root_run_id"] == "5f24c93c-1a1a-49dc-82e7-95ab4915242f"
+    # its parent facet has a root but no run: ParentRunFacet requires run.runId, so the facet is dropped
+    # (validation.facet) and the run is stored without parent or root
+    assert serde["parent_run_id"] is None and serde["root_run_id"] is None
     assert serde["error_message"] == "failed"
     [version] = graph.rows("SELECT source_url, git_commit, sql FROM lineage_job_versions WHERE job_id = %s::uuid",
                            job_id("namespace", "jobName"))
@@ -519,24 +521,26 @@ def test_unfilled_template_facets_do_not_fail_the_batch(pg_dsn: str, tmp_path: P
     events = []
     for event in raw:
         event = {**event, "producer": "https://github.com/OpenLineage/OpenLineage/tree/1.53.0/integration/dbt",
+                 "schemaURL": TEMPLATE_SCHEMA_URL,
                  "run": {**event["run"], "runId": template_run_id("dbt", event["job"], "failed-run")}}
+        _fill_base_facets(event)  # the template's jobType facet has no _producer / _schemaURL (BaseFacet)
         events.append(event)
     assert sum("{{ any(result) }}" in json.dumps(e["run"].get("facets", {}).get("parent")) for e in events) == 6
     good = by_id("airflow/line_03.json#0")
     graph = Graph(_load(pg_dsn, _write_jsonl(tmp_path / "events.jsonl", [good, *events])))
     assert graph.value("SELECT count(*) FROM lineage_events") == 1 + len(events)
+    # a parent runId that is no UUID breaks ParentRunFacet: the facet is dropped (validation.facet), the run kept
     model = graph.run_of("dbt-test-namespace", "model.jaffle_shop.orders")
-    assert model["parent_run_id"] is None and model["parent_job_id"] == job_id("dbt-test-namespace",
-                                                                               "dbt-run-jaffle_shop")
+    assert model["parent_run_id"] is None and model["parent_job_id"] is None
 
 
 @pytest.mark.integration
 def test_client_proxy_and_spec_graph(graph: Graph) -> None:
-    # the proxy's events share one run (simple, invalid dataset facet, invalid parent facet): COMPLETE, and the
-    # parent facet without a runId keeps its job but links no run
+    # the proxy's events share one run (simple, invalid dataset facet, invalid parent facet): COMPLETE; the
+    # parent facet without a runId breaks ParentRunFacet, so it is dropped (validation.facet): no parent at all
     proxy = graph.run("41fb5137-f0fd-4ee5-ba5c-56f8571d1bd7")
     assert proxy["state"] == "COMPLETE" and proxy["parent_run_id"] is None
-    assert proxy["parent_job_id"] == job_id("parent_namespace", "parent_name")
+    assert proxy["parent_job_id"] is None
     assert str(proxy["ended_at"]) == "2020-12-28 09:52:00.001000+00:00"     # +10:00 in the event
     src = ("my-datasource-namespace", "instance.schema.input-1")
     assert graph.edge_types(src, ("my-datasource-namespace", "instance.schema.output-1")) == {"derived_from"}
@@ -666,8 +670,11 @@ def test_official_client_serialisation_loads_to_the_same_graph(graph: Graph, pg_
 
 
 def _static_event(time: str, dataset_facets: dict[str, Any], job_facets: dict[str, Any]) -> dict[str, Any]:
+    base = {"_producer": "https://example.com/producer", "_schemaURL": "https://example.com/facet.json"}
+    dataset_facets = {k: {**base, **v} for k, v in dataset_facets.items()}
+    job_facets = {k: {**base, **v} for k, v in job_facets.items()}
     return {"eventType": "COMPLETE", "eventTime": time, "producer": "https://example.com/producer",
-            "run": {"runId": str(uuid.uuid5(TEMPLATE_NAMESPACE, time))},
+            "schemaURL": TEMPLATE_SCHEMA_URL, "run": {"runId": str(uuid.uuid5(TEMPLATE_NAMESPACE, time))},
             "job": {"namespace": "ns", "name": "job", "facets": job_facets},
             "outputs": [{"namespace": "db", "name": "t", "facets": dataset_facets}]}
 
@@ -706,7 +713,7 @@ def test_deleted_facet_clears_the_stored_value(pg_server: Any, tmp_path: Path, o
 @pytest.mark.integration
 def test_empty_names_are_stored(pg_dsn: str, tmp_path: Path) -> None:
     event = {"eventType": "COMPLETE", "eventTime": "2024-05-01T12:00:00Z", "producer": "https://example.com/p",
-             "run": {"runId": "0190b6d6-1a1a-7c6e-9a4f-3f0c2a1b2c3d"}, "job": {"namespace": "", "name": ""},
+             "schemaURL": TEMPLATE_SCHEMA_URL, "run": {"runId": "0190b6d6-1a1a-7c6e-9a4f-3f0c2a1b2c3d"}, "job": {"namespace": "", "name": ""},
              "inputs": [{"namespace": "", "name": "src"}], "outputs": [{"namespace": "s3://b", "name": ""}]}
     graph = Graph(_load(pg_dsn, _write_jsonl(tmp_path / "e.jsonl", [event])))
     assert graph.value("SELECT count(*) FROM lineage_events") == 1
