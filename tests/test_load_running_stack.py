@@ -94,7 +94,7 @@ def test_load_into_a_running_stack_twice_while_the_stream_writes(tmp_path: Path)
                 assert done.returncode == 0, done.stderr
             # demo traffic too (aliases through symlinks, `/lake/...` names, Evo object versions), then a
             # sentinel: the stream path of items 2, 3 and 5 is checked on it below
-            done = _lineage("demo", "--rate", "0", "--max-messages", "300", "--seed", "5", "--data-dir",
+            done = _lineage("demo", "--rate", "0", "--max-messages", "150", "--seed", "5", "--data-dir",
                             str(data_dir), timeout=120)
             assert done.returncode == 0, done.stderr
             path = tmp_path / "sentinel.jsonl"
@@ -153,9 +153,9 @@ def test_load_into_a_running_stack_twice_while_the_stream_writes(tmp_path: Path)
                               for w in writes.values()), writes
         # item 3: an Evo object version from the stream is queryable as the producer named it
         name = next(v["name"] for v in doc["versions"] if v["qualified_name"].startswith("evogeoscienceobject://"))
-        up = _lineage("upstream", name, "--data-dir", str(data_dir), "--json")
-        assert up.returncode == 0, up.stderr
-        assert json.loads(up.stdout)["root"]["version"] == name.rsplit(":", 1)[1]
+        walked = _lineage("upstream", name, "--data-dir", str(data_dir), "--json")
+        assert walked.returncode == 0, walked.stderr
+        assert json.loads(walked.stdout)["root"]["version"] == name.rsplit(":", 1)[1]
     finally:
         for thread in stream_threads:
             thread.join(timeout=300)
