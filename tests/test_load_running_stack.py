@@ -87,14 +87,14 @@ def test_load_into_a_running_stack_twice_while_the_stream_writes(tmp_path: Path)
         streamed = _events("streamed", 20, 3)
 
         def stream() -> None:
-            for n in range(4):
+            for n in range(2):
                 path = tmp_path / f"stream{n}.jsonl"
-                path.write_text("\n".join(json.dumps(e) for e in streamed[n * 5:(n + 1) * 5]) + "\n")
+                path.write_text("\n".join(json.dumps(e) for e in streamed[n * 10:(n + 1) * 10]) + "\n")
                 done = _lineage("emit", str(path), "--data-dir", str(data_dir), "--encoding", "json", timeout=120)
                 assert done.returncode == 0, done.stderr
             # demo traffic too (aliases through symlinks, `/lake/...` names, Evo object versions), then a
             # sentinel: the stream path of items 2, 3 and 5 is checked on it below
-            done = _lineage("demo", "--rate", "0", "--max-messages", "150", "--seed", "5", "--data-dir",
+            done = _lineage("demo", "--rate", "0", "--max-messages", "80", "--seed", "2", "--data-dir",
                             str(data_dir), timeout=120)
             assert done.returncode == 0, done.stderr
             path = tmp_path / "sentinel.jsonl"
@@ -111,6 +111,7 @@ def test_load_into_a_running_stack_twice_while_the_stream_writes(tmp_path: Path)
         stream_threads[0].join(timeout=300)
 
         def streamed_landed() -> bool:
+            assert up.poll() is None, (data_dir / "logs" / "processor.log").read_text()[-3000:]
             with psycopg.connect(dsn) as conn:
                 return conn.execute("SELECT count(*) FROM lineage_datasets WHERE namespace = %s AND name LIKE "
                                     "'s%%'", (NS,)).fetchone()[0] == 1 + 1 + 20 + 1   # src, shared, streamed, sentinel
