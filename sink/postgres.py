@@ -407,17 +407,26 @@ LOCK_WRITTEN_NODES = """
 #: Provenance write kinds (migration 009): of the writes of each node this batch wrote, the earliest in
 #: event time (ties: smallest provenance_id) is ``created`` unless its event declared a lifecycle change
 #: (CREATE/OVERWRITE -> created, DROP -> deleted, kept as declared); every other plain write is ``modified``.
+#: Index work only, whatever a node's history: the earliest write is one probe of the partial index
+#: ``lineage_provenance_writes``, and the record that may have to give ``created`` up is found through
+#: ``lineage_provenance_created`` (at most one per node).
 RESOLVE_WRITE_KINDS = """
-    WITH ranked AS (
-        SELECT p.provenance_id,
-               CASE WHEN p.declared_type <> 'modified' THEN p.declared_type
-                    WHEN row_number() OVER (PARTITION BY p.node_id ORDER BY p.event_time, p.provenance_id) = 1
-                    THEN 'created' ELSE 'modified' END AS want
-          FROM lineage_provenance p
-         WHERE p.declared_type <> 'accessed' AND p.node_id IN (
-               SELECT node_id FROM stg_provenance WHERE batch_id = %(b)s AND event_type <> 'accessed'))
-    UPDATE lineage_provenance p SET event_type = r.want, last_batch_id = %(b)s
-      FROM ranked r WHERE p.provenance_id = r.provenance_id AND p.event_type IS DISTINCT FROM r.want"""
+    WITH touched AS (
+        SELECT DISTINCT node_id FROM stg_provenance WHERE batch_id = %(b)s AND event_type <> 'accessed'),
+    first AS (
+        SELECT f.provenance_id FROM touched t CROSS JOIN LATERAL (
+            SELECT p.provenance_id FROM lineage_provenance p
+             WHERE p.node_id = t.node_id AND p.declared_type <> 'accessed'
+             ORDER BY p.event_time, p.provenance_id LIMIT 1) f),
+    want AS (
+        SELECT provenance_id, 'created' AS want FROM first
+        UNION ALL
+        SELECT p.provenance_id, 'modified' FROM lineage_provenance p JOIN touched t ON t.node_id = p.node_id
+         WHERE p.event_type = 'created' AND p.declared_type = 'modified'
+           AND p.provenance_id NOT IN (SELECT provenance_id FROM first))
+    UPDATE lineage_provenance p SET event_type = w.want, last_batch_id = %(b)s
+      FROM want w
+     WHERE p.provenance_id = w.provenance_id AND p.declared_type = 'modified' AND p.event_type <> w.want"""
 
 #: ``pg_advisory_xact_lock`` class of :data:`LOCK_WRITTEN_NODES` ("LP").
 _WRITE_KIND_LOCK_CLASS = 0x4C50

@@ -55,6 +55,12 @@ def _snapshot(dsn: str) -> dict[str, object]:
         }
 
 
+def _evo_versions(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute("SELECT count(*) FROM lineage_dataset_versions v JOIN lineage_datasets d USING "
+                            "(dataset_id) WHERE d.namespace LIKE 'evogeoscienceobject://%%'").fetchone()[0]
+
+
 def test_load_into_a_running_stack_twice_while_the_stream_writes(tmp_path: Path) -> None:
     from sink.parquet import ParquetGraphStore
 
@@ -81,11 +87,20 @@ def test_load_into_a_running_stack_twice_while_the_stream_writes(tmp_path: Path)
         streamed = _events("streamed", 20, 3)
 
         def stream() -> None:
-            for n in range(4):
+            for n in range(2):
                 path = tmp_path / f"stream{n}.jsonl"
-                path.write_text("\n".join(json.dumps(e) for e in streamed[n * 5:(n + 1) * 5]) + "\n")
+                path.write_text("\n".join(json.dumps(e) for e in streamed[n * 10:(n + 1) * 10]) + "\n")
                 done = _lineage("emit", str(path), "--data-dir", str(data_dir), "--encoding", "json", timeout=120)
                 assert done.returncode == 0, done.stderr
+            # demo traffic too (aliases through symlinks, `/lake/...` names, Evo object versions), then a
+            # sentinel: the stream path of items 2, 3 and 5 is checked on it below
+            done = _lineage("demo", "--rate", "0", "--max-messages", "80", "--seed", "2", "--data-dir",
+                            str(data_dir), timeout=120)
+            assert done.returncode == 0, done.stderr
+            path = tmp_path / "sentinel.jsonl"
+            path.write_text(json.dumps(_events("sentinel", 1, 4)[0]) + "\n")
+            done = _lineage("emit", str(path), "--data-dir", str(data_dir), "--encoding", "json", timeout=120)
+            assert done.returncode == 0, done.stderr
 
         stream_threads.append(threading.Thread(target=stream, name="stream-emitter"))
         stream_threads[0].start()
@@ -96,12 +111,14 @@ def test_load_into_a_running_stack_twice_while_the_stream_writes(tmp_path: Path)
         stream_threads[0].join(timeout=300)
 
         def streamed_landed() -> bool:
+            assert up.poll() is None, (data_dir / "logs" / "processor.log").read_text()[-3000:]
             with psycopg.connect(dsn) as conn:
                 return conn.execute("SELECT count(*) FROM lineage_datasets WHERE namespace = %s AND name LIKE "
-                                    "'streamed%%'", (NS,)).fetchone()[0] == 20
+                                    "'s%%'", (NS,)).fetchone()[0] == 1 + 1 + 20 + 1   # src, shared, streamed, sentinel
         assert_eventually(streamed_landed, timeout=240, message="the streamed events did not land")
+        assert_eventually(lambda: _evo_versions(dsn), timeout=120, message="no Evo object version streamed in")
         before = _snapshot(dsn)
-        assert before["datasets"] == 1 + 1 + 30 + 5 + 20 and before["load_batches"] == 5
+        assert before["datasets"] == 1 + 1 + 30 + 5 + 20 + 1 and before["load_batches"] == 5
 
         # the same directory again, through the default (Spark) engine: nothing changes
         second = _lineage("load", str(backfill), "--data-dir", str(data_dir), "--batch-size", "7")
@@ -120,6 +137,26 @@ def test_load_into_a_running_stack_twice_while_the_stream_writes(tmp_path: Path)
         events = parquet.read_table("lineage_events")
         assert events.num_rows >= 55
         assert min(events.column("_batch_id").to_pylist()) < 0 <= max(events.column("_batch_id").to_pylist())
+
+        # the stream path of item 2: the export of the streamed demo traffic names only its own nodes
+        exported = _lineage("export", "--format", "wia-json", "--output", str(tmp_path / "g.json"),
+                            "--data-dir", str(data_dir))
+        assert exported.returncode == 0, exported.stderr
+        assert "referential_integrity" not in exported.stderr, exported.stderr
+        doc = json.loads((tmp_path / "g.json").read_text())
+        assert doc["metadata"]["custom"]["aliases"] > 0
+        # item 5: each dataset written has exactly one `created` record, its earliest write (no lifecycle facets)
+        writes: dict[str, list[tuple[str, str]]] = {}
+        for p in doc["provenance"]:
+            if p["event_type"] != "accessed":
+                writes.setdefault(p["node_id"], []).append((p["event_time"], p["event_type"]))
+        assert writes and all([k for _, k in sorted(w)] == ["created"] + ["modified"] * (len(w) - 1)
+                              for w in writes.values()), writes
+        # item 3: an Evo object version from the stream is queryable as the producer named it
+        name = next(v["name"] for v in doc["versions"] if v["qualified_name"].startswith("evogeoscienceobject://"))
+        walked = _lineage("upstream", name, "--data-dir", str(data_dir), "--json")
+        assert walked.returncode == 0, walked.stderr
+        assert json.loads(walked.stdout)["root"]["version"] == name.rsplit(":", 1)[1]
     finally:
         for thread in stream_threads:
             thread.join(timeout=300)

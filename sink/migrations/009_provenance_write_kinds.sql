@@ -11,6 +11,9 @@ ALTER TABLE lineage_provenance ADD COLUMN IF NOT EXISTS declared_type text;
 UPDATE lineage_provenance SET declared_type = event_type WHERE declared_type IS NULL;
 CREATE INDEX IF NOT EXISTS lineage_provenance_writes ON lineage_provenance (node_id, event_time, provenance_id)
     WHERE declared_type <> 'accessed';
+-- the plain writes resolved to created: at most one per node, the one a late earlier write takes it from
+CREATE INDEX IF NOT EXISTS lineage_provenance_created ON lineage_provenance (node_id)
+    WHERE event_type = 'created' AND declared_type = 'modified';
 WITH ranked AS (
     SELECT provenance_id,
            CASE WHEN declared_type <> 'modified' THEN declared_type
