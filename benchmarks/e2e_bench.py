@@ -44,28 +44,17 @@ class BenchConfig:
 
 
 def _tree_rss(pid: int) -> int:
-    """RSS of ``pid`` and all its descendants, from /proc (Linux): the parent of every process from its
-    ``stat``, then ``statm`` of the tree's members only."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                ppid = int(f.read().rsplit(b")", 1)[1].split(None, 2)[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
+    """RSS of ``pid`` and all its descendants, from /proc (Linux)."""
+    from .rss_by_process import tree_pids
+
     page = os.sysconf("SC_PAGE_SIZE")
-    total, stack = 0, [pid]
-    while stack:
-        p = stack.pop()
+    total = 0
+    for p in tree_pids(pid):
         try:
             with open(f"/proc/{p}/statm", "rb") as f:
                 total += int(f.read().split()[1]) * page
         except (OSError, ValueError, IndexError):
             pass
-        stack.extend(children.get(p, []))
     return total
 
 

@@ -45,6 +45,9 @@ log = logging.getLogger(__name__)
 
 #: Kafka-caused query failures in a row, while the broker answers, with no batch committed in between.
 MAX_RESTARTS_WITHOUT_PROGRESS = 10
+#: Restarts of a query whose Python worker or source runner did not connect back to the JVM in time.
+#: Spark waits 10 s for that (not configurable); a loaded machine (load average 20+ on 2 cores) misses it.
+MAX_WORKER_START_TIMEOUTS = 3
 #: Backoff of the broker probe while the processor waits for Kafka (no total limit: it waits).
 KAFKA_BACKOFF = (1.0, 2.0, 15.0)  # initial seconds, multiplier, cap
 #: A running query with no progress for this long gets its broker probed (every 2 s) ...
@@ -200,6 +203,11 @@ def _watch(query: Any, stop: threading.Event, settings: ProcessorSettings, metri
 STOP_GRACE_SECONDS = 30.0
 
 
+def _worker_start_timeout(exc: BaseException) -> bool:
+    """True when ``exc`` is Spark's "Python worker failed to connect back" (a start-up timeout)."""
+    return "Python worker failed to connect back" in str(exc)
+
+
 def wait_for_trigger_end(query: Any, grace_seconds: float) -> None:
     """Wait (at most ``grace_seconds``) until ``query`` runs no micro-batch, so that stopping it does not
     interrupt a batch half-way (its data would be safe — checkpoint and idempotent sinks — but Spark prints
@@ -270,6 +278,7 @@ def run_processor(settings: ProcessorSettings, available_now: bool = False, spar
     targets = kafka.call(lambda: drain_targets(settings)) if available_now else None
     started = time.monotonic()
     failures_without_progress = 0
+    start_timeouts = 0
     try:
         while not stop.is_set():
             writer = GraphBatchWriter(settings, on_batch=batch_done, metrics_registry=metrics.registry)
@@ -289,6 +298,11 @@ def run_processor(settings: ProcessorSettings, available_now: bool = False, spar
             exc = query.exception()
             if exc is None and outcome == "ended":  # stopped from outside (another thread): nothing to resume
                 break
+            if exc is not None and _worker_start_timeout(exc) and start_timeouts < MAX_WORKER_START_TIMEOUTS:
+                start_timeouts += 1   # start the query again from its checkpoint (idempotent sinks)
+                log.warning("a Python process of Spark's did not start in time (%d of %d); restarting the query",
+                            start_timeouts, MAX_WORKER_START_TIMEOUTS)
+                continue
             if exc is not None and not kafka.caused(exc):
                 raise LineageError(f"the streaming query failed: {exc}") from None
             if metrics.totals["batches"] > batches_before:

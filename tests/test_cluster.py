@@ -24,7 +24,8 @@ from stream_processor.testing import produce, start_processor
 from tests.conftest import ROOT, assert_eventually
 from tests.test_store_postgres import snapshot
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# ~2 minutes on a quiet 2-core machine; up to 10 at a load average of 20 (three JVMs start)
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 DEMO_MESSAGES = 200
 
@@ -78,7 +79,7 @@ def standalone_cluster(tmp_path: Path) -> Iterator[str]:
             work.mkdir()
             start(f"worker{i}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "1",
                   "--memory", "1g", "--webui-port", str(_free_port()), "--work-dir", str(work), url)
-        assert_eventually(lambda: _alive_workers(ui) == 2, timeout=90, interval=1.0,
+        assert_eventually(lambda: _alive_workers(ui) == 2, timeout=240, interval=1.0,
                           message="two workers registered with the master")
         yield url
     finally:

@@ -60,3 +60,11 @@ def test_the_session_runs_with_the_bounds(spark):
     assert conf.get("spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage") == "true"
     assert conf.get("spark.python.factory.idleWorkerMaxPoolSize") == "2"
     assert spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory() <= 1024 * 1024 * 1024
+
+
+@pytest.mark.unit
+def test_a_python_worker_start_timeout_is_recognised():
+    from stream_processor.runner import _worker_start_timeout
+
+    assert _worker_start_timeout(RuntimeError("org.apache.spark.SparkException: Python worker failed to connect back."))
+    assert not _worker_start_timeout(RuntimeError("Python worker exited unexpectedly (crashed)"))
