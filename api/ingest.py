@@ -3,8 +3,9 @@
 The path the OpenLineage clients' HTTP transport posts to (``OPENLINEAGE_URL=<http_url>``). The body is
 one event, or a JSON array of events (a batch: one result per event, in order).
 
-- Validation is the stream's own (:func:`schemas.validate.validate_event`): a core error rejects the
-  event (400 for a single event, naming the field); the processor validates again and stores.
+- Validation is the stream's own (:func:`schemas.validate.validate_openlineage_event`, the entry point the
+  decoder uses): a core error rejects the event (400 for a single event, naming the field); the processor
+  validates again and stores.
 - Each accepted event is published as UTF-8 JSON (what the official Kafka transport sends, the bytes of
   a single-event body as they came) with the official transport's key (:func:`producers.keys.message_key`),
   by an idempotent ``acks=all`` producer. The response is sent only after the broker acknowledged
@@ -63,30 +64,34 @@ class Checked:
     dropped: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _violations(document: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """``(document to publish, dropped facets)``: standard facets that break their schema, removed.
+def _validate(document: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``(event, dropped facets)`` by the stream's validation entry point.
 
-    Uses :func:`schemas.validate.facet_violations` when the schemas package provides it (facet
-    validation); without it nothing is dropped here and the processor applies what it knows.
+    :func:`schemas.validate.validate_openlineage_event` (core checks, then standard facets: a facet that
+    breaks its schema is left out of the returned event and reported) when the schemas package has it;
+    otherwise :func:`schemas.validate.validate_event` (core checks only, nothing dropped).
+    Core errors raise :class:`schemas.errors.EventValidationError`.
     """
     from schemas import validate
 
-    check = getattr(validate, "drop_invalid_facets", None)
-    if check is None:
-        return document, []
-    cleaned, violations = check(document)
-    dropped = [{"facet": v.facet, "path": v.facet_path, "message": v.message} for v in violations]
-    return cleaned, dropped
+    full = getattr(validate, "validate_openlineage_event", None)
+    if full is None:
+        return validate.validate_event(document), []
+    event, violations = full(document)
+    return event, [{"facet": v.facet, "path": v.path, "facet_path": v.facet_path, "message": v.message[:2000]}
+                   for v in violations]
 
 
 def check_event(index: int, document: Any, raw: bytes | None = None) -> Checked:
-    """Validate one event with the stream's validation; the message value and key when it passes."""
-    from schemas.validate import validate_event
+    """Validate one event with the stream's validation; the message value and key when it passes.
+
+    The value is the event as sent (``raw``: the body's own bytes for a single event); with dropped
+    facets, the validated event without them (the stream then finds nothing more to drop)."""
     from sink.fastjson import dumps_compact
 
     item = Checked(index, document)
     try:
-        validate_event(document)
+        published, item.dropped = _validate(document)
     except LineageError as exc:
         item.error = exc
         return item
@@ -94,7 +99,8 @@ def check_event(index: int, document: Any, raw: bytes | None = None) -> Checked:
         item.error = LineageError("the event is nested too deeply", code="decode.too_deep", field="$")
         item.error.__cause__ = exc
         return item
-    published, item.dropped = _violations(document)
+    if not item.dropped:
+        published = document
     item.value = raw if raw is not None and not item.dropped else dumps_compact(published).encode("utf-8")
     item.key = message_key(published)
     return item
@@ -148,6 +154,8 @@ def _dead_letters(settings: ApiSettings, items: list[Checked], acks: dict[int, D
                       "topic": ack.topic, "partition": ack.partition, "offset": ack.offset,
                       "error_class": "FacetValidationError", "error_code": "validation.facet",
                       "message": dropped["message"], "field": dropped["path"], "failed_at": datetime.now(UTC)}
+            # the stream's record of a dropped facet (stream_processor/decode.py): code validation.facet,
+            # field = the violation's JSON path, value = the event as sent; coordinates = the published event
             out.append(Message(settings.topic_dlq, encode_record("dead_letter", record), item.key))
     return out
 
