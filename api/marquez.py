@@ -348,7 +348,7 @@ def get_column_lineage(conn: Conn, nodeId: str, depth: Annotated[int, Query(ge=1
     kind, namespace, name, field = parse_node_id(nodeId)
     if kind == "job":
         rows = mq.job_datasets(conn, [job_id(namespace, name)])
-        roots = [(dataset_id(r["namespace"], r["name"]), None) for r in rows if r["direction"] == "output"]
+        roots: list[tuple[str, str | None]] = [(dataset_id(r["namespace"], r["name"]), None) for r in rows if r["direction"] == "output"]
     else:
         if mq.get_dataset(conn, namespace, name) is None:
             raise _not_found(f"dataset {namespace}/{name}")
