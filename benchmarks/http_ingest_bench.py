@@ -9,6 +9,9 @@ straight to Kafka, in the same run, against the embedded broker.
 - ``http_batch_events_per_s``: one keep-alive connection posting JSON arrays of ``--batch`` events.
 - ``kafka_direct_events_per_s``: the same events produced by one confluent-kafka producer (idempotent,
   ``acks=all``, JSON values, the official keys) and flushed: the broker-side ceiling of this machine.
+- ``kafka_direct_sequential_acked_events_per_s``: the same producer waiting for each event's acknowledgement
+  before the next (produce + flush): the floor of any path that answers only after the broker's ack, as a
+  sequential single-event HTTP client does.
 
 The server runs as ``python -m lineage serve`` (its own process, uvloop + httptools), as in production.
 
@@ -106,6 +109,19 @@ def kafka_direct(bootstrap: str, topic: str, events: list[dict[str, Any]]) -> fl
     return time.perf_counter() - start
 
 
+def kafka_direct_sequential(bootstrap: str, topic: str, events: list[dict[str, Any]]) -> float:
+    """One event at a time, each waited for (produce + flush): the floor of any "answer after the ack" path."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": "true", "linger.ms": 0})
+    start = time.perf_counter()
+    for event in events:
+        producer.produce(topic, orjson.dumps(event), key=message_key(event))
+        if producer.flush(30):
+            raise SystemExit("kafka direct sequential: a message left unacknowledged")
+    return time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=5000)
@@ -128,6 +144,7 @@ def main() -> None:
             "events": n,
             "avg_event_bytes": round(sum(map(len, singles)) / n),
             "kafka_direct_events_per_s": n / kafka_direct(broker.bootstrap, topic, events),
+            "kafka_direct_sequential_acked_events_per_s": n / kafka_direct_sequential(broker.bootstrap, topic, events),
             "http_single_events_per_s": n / timed(post_all, port, singles),
             "http_single_concurrent_events_per_s": n / concurrent(port, singles, args.connections),
             "http_batch_events_per_s": n / timed(post_all, port, batches),
