@@ -23,6 +23,7 @@ one event, or a JSON array of events (a batch: one result per event, in order).
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,9 @@ from schemas.errors import LineageError
 __all__ = ["router", "check_event", "Checked"]
 
 router = APIRouter(tags=["ingest"])
+log = logging.getLogger(__name__)
+#: Bodies larger than this are parsed and validated in a worker thread, so the event loop keeps serving.
+_THREAD_BODY_BYTES = 256 * 1024
 
 _JSON_TYPES = ("application/json", "text/json")
 _REQUEST_BODY = {
@@ -123,6 +127,14 @@ def _parse(body: bytes) -> Any:
         raise BodyError(400, f"the body is not valid JSON: {exc}") from exc
 
 
+def _check_body(body: bytes) -> tuple[bool, list[Checked]]:
+    """``(is a batch, checked events)`` of a request body."""
+    document = _parse(body)
+    if isinstance(document, list):
+        return True, [check_event(i, doc) for i, doc in enumerate(document)]
+    return False, [check_event(0, document, raw=body)]
+
+
 def _check_content_type(request: Request) -> None:
     content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if content_type not in _JSON_TYPES and not content_type.endswith("+json"):
@@ -173,8 +185,14 @@ async def _publish(request: Request, settings: ApiSettings, items: list[Checked]
     acks = {i.index: r for i, r in zip(accepted, results, strict=True) if isinstance(r, Delivered)}
     failures = {i.index: r for i, r in zip(accepted, results, strict=True) if isinstance(r, DeliveryFailure)}
     letters = _dead_letters(settings, accepted, acks)
-    if letters:
-        await asyncio.wait_for(producer.send(letters), wait)
+    if letters:  # the events are stored either way: a dead letter that fails is logged, not answered
+        try:
+            lost = [r for r in await asyncio.wait_for(producer.send(letters), wait) if isinstance(r, DeliveryFailure)]
+        except TimeoutError:
+            lost = letters  # type: ignore[assignment]
+        if lost:
+            log.error("%d dead-letter record(s) of dropped facets were not acknowledged by %s", len(lost),
+                      settings.topic_dlq)
     return acks, failures
 
 
@@ -218,10 +236,10 @@ async def post_lineage(request: Request) -> Response:
     require_write_key(request, settings)  # called directly: FastAPI's dependency solving costs per request
     _check_content_type(request)
     body = await read_body(request, settings.max_body_bytes)
-    document = _parse(body)
-    batch = isinstance(document, list)
-    items = ([check_event(i, doc) for i, doc in enumerate(document)] if batch
-             else [check_event(0, document, raw=body)])
+    if len(body) > _THREAD_BODY_BYTES:
+        batch, items = await asyncio.to_thread(_check_body, body)
+    else:
+        batch, items = _check_body(body)
     if not batch and items[0].error is not None:
         _count(request, [{"status": "rejected"}])
         return JSONResponse({"detail": str(items[0].error), **_error_body(items[0].error)}, status_code=400)

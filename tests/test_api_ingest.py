@@ -121,6 +121,10 @@ def test_hostile_bodies_get_the_right_status_and_the_server_stays_healthy(server
 
     assert requests.get(f"{server}/healthz", timeout=10).status_code == 200
     assert _post(server, good).status_code == 201
+    big = json.dumps([run_event(job=f"big_{i}") for i in range(800)]).encode()  # > 256 kB: checked off the loop
+    assert len(big) > 256 * 1024
+    answer = _post(server, big)
+    assert answer.status_code == 200 and answer.json()["accepted"] == 800
     metrics = requests.get(f"{server}/metrics", timeout=10).text
     assert 'lineage_http_requests_total{method="POST",route="/api/v1/lineage",status="413"}' in metrics
 
