@@ -104,6 +104,10 @@ def test_search_ranks_exact_then_prefix_then_substring(warehouse) -> None:
 def test_search_columns_and_namespaces(warehouse) -> None:
     dsn, ids = warehouse
     with psycopg.connect(dsn, autocommit=True) as conn:
+        # the column table follows schema changes (trigger of migration 007)
+        assert sorted(r[0] for r in conn.execute(
+            "SELECT column_name FROM lineage_search_columns WHERE dataset_id = %s", (ids["A"],)).fetchall()) == [
+            "amount", "customer_id", "id"]
         cols = search(conn, "order_id", types=["column"]).results
         assert [(h.label, h.score) for h in cols] == [("kafka://bus/orders#order_id", 4.0)]
         cust = {h.label for h in search(conn, "customer", types=["column"]).results}
@@ -130,8 +134,11 @@ def test_search_substring_and_prefix_use_the_indexes(warehouse) -> None:
             "EXPLAIN SELECT * FROM lineage_datasets WHERE lower(name) LIKE 'ord%'").fetchall())
         assert "lineage_datasets_name_prefix" in plan
         plan = "\n".join(r[0] for r in conn.execute(
-            "EXPLAIN SELECT * FROM lineage_datasets WHERE lineage_field_names(fields) LIKE '%\"order_id\"%'").fetchall())
-        assert "lineage_datasets_fields_trgm" in plan
+            "EXPLAIN SELECT * FROM lineage_search_columns WHERE column_lower LIKE '%der_i%'").fetchall())
+        assert "lineage_search_columns_trgm" in plan
+        plan = "\n".join(r[0] for r in conn.execute(
+            "EXPLAIN SELECT * FROM lineage_search_columns WHERE column_lower LIKE 'order%'").fetchall())
+        assert "lineage_search_columns_prefix" in plan
 
 
 def test_show_dataset_everything_known(warehouse) -> None:
