@@ -116,6 +116,18 @@ def test_search_columns_and_namespaces(warehouse) -> None:
         assert {h.label for h in search(conn, "s3://rep").results} == {"s3://reports/revenue.csv"}
         assert {h.label for h in search(conn, "id", types=["column"]).results} == {
             f"{NS}/raw.orders#id", f"{NS}/raw.customers#id"}
+        # a schema change replaces the dataset's columns (trigger), and the old name is no longer found
+        before = conn.execute("SELECT fields FROM lineage_datasets WHERE dataset_id = %s", (ids["exact"],)).fetchone()[0]
+        conn.execute("""UPDATE lineage_datasets SET fields = '[{"name": "Order_Key", "type": "text"}]'
+                        WHERE dataset_id = %s""", (ids["exact"],))
+        try:
+            assert [h.label for h in search(conn, "order_key", types=["column"]).results] == [
+                "kafka://bus/orders#Order_Key"]
+            assert search(conn, "order_id", types=["column"]).results == []
+        finally:
+            conn.execute("UPDATE lineage_datasets SET fields = %s WHERE dataset_id = %s",
+                         (json.dumps(before), ids["exact"]))
+        assert [h.column for h in search(conn, "order_id", types=["column"]).results] == ["order_id"]
         with pytest.raises(QueryError):
             search(conn, "x", types=["table"])
         with pytest.raises(QueryError):
