@@ -32,7 +32,7 @@ Cost
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -83,8 +83,8 @@ class Neighbourhood:
     edges: list[NeighbourEdge] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"root": self.root, "truncated": self.truncated, "nodes": [asdict(n) for n in self.nodes],
-                "edges": [asdict(e) for e in self.edges]}
+        return {"root": self.root, "truncated": self.truncated, "nodes": [dict(vars(n)) for n in self.nodes],
+                "edges": [dict(vars(e)) for e in self.edges]}
 
 
 def _filter(as_of: datetime | None) -> str:

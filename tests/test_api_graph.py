@@ -169,6 +169,22 @@ def test_erd_tables_columns_and_relations(client, warehouse) -> None:
     assert len(page["tables"]) == 1 and page["next_offset"] == 1
 
 
+def test_hot_routes_answer_their_documented_models(client) -> None:
+    """/search and /lineage skip FastAPI's response validation (orjson): their answers must still be
+    valid documents of the models the OpenAPI file names."""
+    from api.graph import LineageResponse, SearchResponse
+
+    for params in ({"node": f"{NS}/stg.orders", "depth": 3}, {"node": f"{NS}/mart.revenue#total", "level": "column"},
+                   {"node": f"{NS}/stg.orders", "budget": 3}):
+        doc = client.get("/api/graph/lineage", params=params).json()
+        assert LineageResponse.model_validate(doc).model_dump(mode="json") == doc
+    doc = client.get("/api/graph/search", params={"q": "orders"}).json()
+    assert SearchResponse.model_validate(doc).model_dump(mode="json", exclude_unset=True) == doc
+    spec = client.get("/openapi.json").json()["paths"]
+    for route, model in (("/api/graph/lineage", "LineageResponse"), ("/api/graph/search", "SearchResponse")):
+        assert spec[route]["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith(model)
+
+
 def test_openapi_documents_every_route(client) -> None:
     paths = client.get("/openapi.json").json()["paths"]
     for route in ("search", "node", "lineage", "routes", "impact", "runs", "events", "erd", "live"):
