@@ -200,18 +200,20 @@ Offset = int
 
 @router.get("/search", response_model=None, responses={200: {"model": SearchResponse}},
             summary="find datasets, jobs and columns by name")
-def search(conn: Conn, q: Annotated[str, Query(min_length=1, max_length=500)],
+def search(conn: Conn, q: str,
            type: str | None = None, limit: Limit = 20,
            offset: Offset = 0) -> Response:
     from sink.catalog import search as run
 
+    if len(q) > 500:
+        raise HTTPException(400, "q is longer than 500 characters")
     page = _answer(run, conn, q, types=[type] if type else None, limit=limit, offset=offset)
     return _json({"results": [h.to_dict() for h in page.results], "next_offset": page.next_offset})
 
 
 @router.get("/node", response_model=NodeDetail, response_model_by_alias=True,
             summary="everything the graph knows about one node")
-def node(conn: Conn, node: Annotated[str, Query(min_length=1, max_length=2000)]) -> dict[str, Any]:
+def node(conn: Conn, node: str) -> dict[str, Any]:
     from sink.catalog import show
 
     return _answer(show, conn, node)
@@ -219,7 +221,7 @@ def node(conn: Conn, node: Annotated[str, Query(min_length=1, max_length=2000)])
 
 @router.get("/lineage", response_model=None, responses={200: {"model": LineageResponse}},
             summary="the bounded lineage around a node")
-def lineage(conn: Conn, node: Annotated[str, Query(min_length=1, max_length=2000)],
+def lineage(conn: Conn, node: str,
             direction: str = "both", depth: int = 3, level: str = "dataset", as_of: str | None = None,
             budget: int = 500) -> Response:
     from sink.neighbourhood import neighbourhood
@@ -237,8 +239,8 @@ def _node_out(n: Any) -> dict[str, Any]:
 
 
 @router.get("/routes", response_model=RoutesResponse, summary="all routes between two nodes (LineageRoute)")
-def routes(conn: Conn, from_: Annotated[str, Query(alias="from", min_length=1)],
-           to: Annotated[str, Query(min_length=1)], max_length: int = 10,
+def routes(conn: Conn, from_: Annotated[str, Query(alias="from")],
+           to: str, max_length: int = 10,
            as_of: str | None = None, limit: int = 100) -> dict[str, Any]:
     from sink.queries import LineageQueries
 
@@ -255,7 +257,7 @@ def routes(conn: Conn, from_: Annotated[str, Query(alias="from", min_length=1)],
 
 
 @router.get("/impact", response_model=ImpactResponse, summary="what a change to a node affects, and who owns it")
-def impact(conn: Conn, node: Annotated[str, Query(min_length=1)], depth: int = 10,
+def impact(conn: Conn, node: str, depth: int = 10,
            as_of: str | None = None) -> dict[str, Any]:
     from sink.queries import LineageQueries
 
@@ -269,7 +271,7 @@ def impact(conn: Conn, node: Annotated[str, Query(min_length=1)], depth: int = 1
 
 
 @router.get("/runs", response_model=RunsResponse, summary="runs of a job, newest first")
-def runs(conn: Conn, job: Annotated[str, Query(min_length=1)], limit: Limit = 20, offset: Offset = 0) -> dict[str, Any]:
+def runs(conn: Conn, job: str, limit: Limit = 20, offset: Offset = 0) -> dict[str, Any]:
     from sink.catalog import job_runs
 
     found, next_offset = _answer(job_runs, conn, job, limit=limit, offset=offset)

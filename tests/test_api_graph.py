@@ -54,6 +54,8 @@ def test_search_and_node(client, warehouse) -> None:
     col = client.get("/api/graph/search", params={"q": "customer_id", "type": "column"}).json()["results"]
     assert [(c["id"], c["column"]) for c in col] == [(ids["A"], "customer_id")]
     assert client.get("/api/graph/search", params={"q": "x", "type": "table"}).status_code == 400
+    assert client.get("/api/graph/search", params={"q": " "}).status_code == 400
+    assert client.get("/api/graph/node", params={"node": ""}).status_code == 400
     node = client.get("/api/graph/node", params={"node": f"{NS}/raw.orders"}).json()
     assert node["schema"][0]["name"] == "id" and node["constraints"]["foreignKeys"] == FK["foreignKeys"]
     assert node["aliases"] == ["hive/warehouse.orders"] and node["placeholder"] is False
