@@ -45,6 +45,8 @@ __all__ = ["SearchHit", "SearchPage", "search", "show", "node_facets", "latest_c
 MIN_SUBSTRING = 3
 MAX_WINDOW = 1000
 SHOW_LIMIT = 20
+#: Jobs (writers first) whose latest events are searched for a dataset's tableConstraints facet.
+CONSTRAINT_JOBS = 50
 #: Substring tiers read this many candidates (unordered) before ranking them.
 SUBSTRING_CANDIDATES = 200
 NODE_TYPES = ("dataset", "job", "column")
@@ -259,21 +261,24 @@ def node_facets(conn: Any, job_ns: str, job_name: str, limit: int = 5) -> list[d
 
 def latest_constraints(conn: Any, dataset_ids: list[str], per_job: int = 3) -> dict[str, dict[str, Any]]:
     """``{dataset id: tableConstraints facet}`` for the given datasets, from the latest events of the jobs
-    that read or wrote them (the code scanner declares DDL constraints on its job events' datasets)."""
+    that read or wrote them (the code scanner declares DDL constraints on its job events' datasets): at most
+    :data:`CONSTRAINT_JOBS` jobs per dataset, writers first."""
     if not dataset_ids:
         return {}
     rows = conn.execute("""
         SELECT ds.dataset_id, ds.namespace, ds.name, ev.payload
         FROM lineage_datasets ds
-        CROSS JOIN LATERAL (SELECT DISTINCT e.job_id FROM lineage_edges e
+        CROSS JOIN LATERAL (SELECT e.job_id FROM lineage_edges e
                             WHERE e.kind IN ('reads', 'writes') AND e.job_id IS NOT NULL
-                              AND (e.source_node_id = ds.dataset_id OR e.target_node_id = ds.dataset_id)) je
+                              AND (e.source_node_id = ds.dataset_id OR e.target_node_id = ds.dataset_id)
+                            GROUP BY e.job_id ORDER BY bool_or(e.kind = 'writes') DESC, e.job_id
+                            LIMIT %(jobs)s) je
         JOIN lineage_jobs j ON j.job_id = je.job_id
         CROSS JOIN LATERAL (SELECT payload, event_time FROM lineage_events
                             WHERE job_namespace = j.namespace AND job_name = j.name
                             ORDER BY event_time DESC LIMIT %(per_job)s) ev
         WHERE ds.dataset_id = ANY(%(ids)s::uuid[]) AND ev.payload LIKE '%%tableConstraints%%'
-        ORDER BY ev.event_time DESC""", {"ids": dataset_ids, "per_job": per_job}).fetchall()
+        ORDER BY ev.event_time DESC""", {"ids": dataset_ids, "per_job": per_job, "jobs": CONSTRAINT_JOBS}).fetchall()
     out: dict[str, dict[str, Any]] = {}
     for did, ns, name, payload in rows:
         key = str(did)
@@ -339,12 +344,20 @@ def _show_dataset(conn: Any, node: LineageNode) -> dict[str, Any]:
                         "row_count": rc} for vid, v, t, rid, rc in conn.execute(
         "SELECT version_id, version, event_time, run_id, row_count FROM lineage_dataset_versions "
         "WHERE dataset_id = ANY(%s::uuid[]) ORDER BY event_time DESC LIMIT %s", (ids, SHOW_LIMIT)).fetchall()]
+    # the runs that wrote the latest versions (index lineage_dataset_versions_ds: bounded however many runs
+    # touched the dataset); a dataset with no version falls back to the runs' slots
     out["runs"] = [_run(r) for r in conn.execute(
-        f"SELECT {_RUN_COLUMNS}, io.direction FROM (SELECT DISTINCT ON (run_id) run_id, direction, event_time "
-        "FROM lineage_run_io WHERE dataset_id = ANY(%s::uuid[]) ORDER BY run_id, event_time DESC) io "
-        "JOIN lineage_runs r ON r.run_id = io.run_id LEFT JOIN lineage_jobs j ON j.job_id = r.job_id "
-        "ORDER BY coalesce(r.ended_at, r.started_at, io.event_time) DESC NULLS LAST LIMIT %s",
-        (ids, SHOW_LIMIT)).fetchall()]
+        f"SELECT {_RUN_COLUMNS} FROM (SELECT DISTINCT run_id FROM (SELECT run_id FROM lineage_dataset_versions "
+        "WHERE dataset_id = ANY(%s::uuid[]) AND run_id IS NOT NULL ORDER BY event_time DESC LIMIT %s) v) v "
+        "JOIN lineage_runs r ON r.run_id = v.run_id LEFT JOIN lineage_jobs j ON j.job_id = r.job_id "
+        "ORDER BY coalesce(r.ended_at, r.started_at, r.last_seen) DESC NULLS LAST", (ids, SHOW_LIMIT)).fetchall()]
+    if not out["runs"]:
+        out["runs"] = [_run(r) for r in conn.execute(
+            f"SELECT {_RUN_COLUMNS} FROM (SELECT DISTINCT run_id FROM lineage_run_io "
+            "WHERE dataset_id = ANY(%s::uuid[]) AND direction = 'output') io "
+            "JOIN lineage_runs r ON r.run_id = io.run_id LEFT JOIN lineage_jobs j ON j.job_id = r.job_id "
+            "ORDER BY coalesce(r.ended_at, r.started_at, r.last_seen) DESC NULLS LAST LIMIT %s",
+            (ids, SHOW_LIMIT)).fetchall()]
     out["quality"] = [{"version": v, "version_id": str(vid), "measured_at": _iso(t), "scores": _json(m) or {},
                        "validations": _json(val) or [],
                        "failed_validations": [x for x in (_json(val) or []) if isinstance(x, dict)

@@ -54,6 +54,7 @@ def build_warehouse(dsn: str) -> dict[str, str]:
                    (json.dumps([{"type": "row_count_drop", "severity": "high"}]),
                     json.dumps([{"rule_name": "amount_positive", "passed": False}]), ids["D"]))
     ids["run"] = g.run(ids["J2"], T0, [(ids["C"], None)], [(ids["D"], v1)], state="FAIL")
+    g.conn.execute("UPDATE lineage_dataset_versions SET run_id = %s WHERE version_id = %s", (ids["run"], v1))
     g.provenance(ids["D"], "h1", T0)
     g.close()
     return ids
