@@ -99,7 +99,7 @@ class Http:
         return json.loads(body)
 
 
-def measure(dsn: str, wh: Warehouse, samples: int, seed: int) -> dict[str, Any]:
+def measure(dsn: str, wh: Warehouse, samples: int, seed: int, only: str | None = None) -> dict[str, Any]:
     from api.settings import ApiSettings
     from api.testing import running_server
     from sink.catalog import search
@@ -115,7 +115,7 @@ def measure(dsn: str, wh: Warehouse, samples: int, seed: int) -> dict[str, Any]:
         for s in starts[:10]:
             neighbourhood(conn, s, direction="both", depth=3, budget=500)
         times, cpus, sizes, cut = [], [], [], 0
-        for s in starts:
+        for s in starts if only != "search" else starts[:1]:
             c0, t0 = cpu.now(), time.perf_counter()
             found = neighbourhood(conn, s, direction="both", depth=3, budget=500)
             times.append(time.perf_counter() - t0)
@@ -126,7 +126,7 @@ def measure(dsn: str, wh: Warehouse, samples: int, seed: int) -> dict[str, Any]:
                               "median_nodes": statistics.median(sizes), "max_nodes": max(sizes),
                               "truncated_share": round(cut / len(starts), 2)}
         times, cpus, hits = [], [], []
-        for q in queries:
+        for q in queries if only != "lineage" else queries[:7]:
             c0, t0 = cpu.now(), time.perf_counter()
             page = search(conn, q, limit=20)
             times.append(time.perf_counter() - t0)
@@ -139,6 +139,9 @@ def measure(dsn: str, wh: Warehouse, samples: int, seed: int) -> dict[str, Any]:
             by_kind.setdefault(("exact", "prefix", "substring", "job", "column", "namespace", "none")[i % 7],
                                []).append(t)
         out["search_lib_by_kind_p95_ms"] = {k: percentiles(v)["p95_ms"] for k, v in by_kind.items()}
+    if only:
+        out["load_average"] = os.getloadavg()[0]
+        return out
     settings = ApiSettings(postgres_dsn=dsn, bootstrap_servers="127.0.0.1:1")
     with running_server(settings) as url:
         client = Http(url)
@@ -173,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dsn", default=os.environ.get("LINEAGE_BENCH_POSTGRES_DSN"))
     parser.add_argument("--reuse", action="store_true", help="skip loading when the database holds this graph")
     parser.add_argument("--json", default=None, help="write the figures to this file")
+    parser.add_argument("--only", choices=("lineage", "search"), default=None,
+                        help="time only this, through the library (no HTTP)")
     args = parser.parse_args(argv)
 
     server = tmp = None
@@ -192,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         figures["graph"]["columns_added_to"] = add_columns(dsn)
         figures["graph"]["columns_seconds"] = round(time.perf_counter() - t0, 1)
         print(f"graph: {figures['graph']}", flush=True)
-        figures["read_api"] = measure(dsn, wh, args.samples, args.seed)
+        figures["read_api"] = measure(dsn, wh, args.samples, args.seed, args.only)
         print(json.dumps(figures["read_api"], indent=2), flush=True)
         if args.json:
             Path(args.json).write_text(json.dumps(figures, indent=2))

@@ -32,7 +32,7 @@ Cost
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -83,8 +83,8 @@ class Neighbourhood:
     edges: list[NeighbourEdge] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"root": self.root, "truncated": self.truncated, "nodes": [asdict(n) for n in self.nodes],
-                "edges": [asdict(e) for e in self.edges]}
+        return {"root": self.root, "truncated": self.truncated, "nodes": [dict(vars(n)) for n in self.nodes],
+                "edges": [dict(vars(e)) for e in self.edges]}
 
 
 def _filter(as_of: datetime | None) -> str:
@@ -227,9 +227,9 @@ class _DatasetWalk:
         for did, ns, name, qname, placeholder, state, anomalies in self.conn.execute("""
             SELECT d.dataset_id::text, d.namespace, d.name, d.qualified_name, d.is_placeholder, lr.state, lq.anomalies
             FROM lineage_datasets d
-            LEFT JOIN LATERAL (SELECT r.state FROM lineage_run_io io JOIN lineage_runs r ON r.run_id = io.run_id
-                               WHERE io.dataset_id = d.dataset_id AND io.direction = 'output'
-                               ORDER BY io.event_time DESC LIMIT 1) lr ON true
+            LEFT JOIN LATERAL (SELECT r.state FROM lineage_dataset_versions v JOIN lineage_runs r ON r.run_id = v.run_id
+                               WHERE v.dataset_id = d.dataset_id
+                               ORDER BY v.event_time DESC LIMIT 1) lr ON true
             LEFT JOIN LATERAL (SELECT q.anomalies FROM lineage_quality q WHERE q.node_id = d.dataset_id
                                ORDER BY q.measured_at DESC LIMIT 1) lq ON true
             WHERE d.dataset_id = ANY(%s::uuid[])""", (ds_ids,)).fetchall():
