@@ -216,7 +216,7 @@ def test_erd_view_and_back(page, server, tmp_path) -> None:
 
 
 def test_as_of_redraws_the_past(page, server) -> None:
-    open_view(page, server, node="airflow/revenue", depth=1, direction="upstream")
+    open_view(page, server, node="job:airflow/revenue", depth=1, direction="upstream")
     wait_nodes(page, present=[f"{NS}/stg.orders"], absent=[f"{NS}/raw.customers"])
     page.get_by_label("As of").fill("2026-01-15T00:00:00")
     page.get_by_label("As of").press("Enter")

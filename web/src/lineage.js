@@ -27,12 +27,15 @@ export class LineageModel {
     if (n && fresh) Object.assign(n, { expandable: fresh.expandable, hidden_neighbours: fresh.hidden_neighbours });
   }
 
-  // Hides what is reachable from the root only through `id`; `id` becomes a frontier again.
-  collapse(id) {
+  // Hides what is reachable from the root, walking away from it (`direction`), only through `id`;
+  // `id` becomes a frontier again.
+  collapse(id, direction) {
     if (id === this.root || !this.nodes.has(id)) return 0;
     const adjacent = new Map();
     for (const e of this.edges.values()) {
-      for (const [a, b] of [[e.source, e.target], [e.target, e.source]]) {
+      const steps = direction === 'upstream' ? [[e.target, e.source]]
+        : direction === 'downstream' ? [[e.source, e.target]] : [[e.source, e.target], [e.target, e.source]];
+      for (const [a, b] of steps) {
         if (!adjacent.has(a)) adjacent.set(a, []);
         adjacent.get(a).push(b);
       }

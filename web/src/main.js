@@ -108,9 +108,10 @@ async function load() {
   if (state.view === 'erd') return loadErd(token);
   if (!state.node) {
     model = null;
-    await view.render([]);
     listNodes([]);
     $('empty').hidden = false;
+    await view.render([]);
+    if (token !== loadToken) return;
     setStatus('');
     document.body.dataset.state = 'ready';
     return;
@@ -130,8 +131,9 @@ async function load() {
   } catch (err) {
     if (token !== loadToken) return;
     model = null;
-    await view.render([]);
     listNodes([]);
+    await view.render([]);
+    if (token !== loadToken) return;
     setStatus(err.status === 404 ? `Not found: ${state.node}` : `Error: ${err.message}`, 'error');
   }
   document.body.dataset.state = 'ready';
@@ -163,7 +165,7 @@ async function expand(id) {
 
 async function collapse(id) {
   if (!model) return;
-  model.collapse(id);
+  model.collapse(id, state.direction);
   await redraw({ keepViewport: true });
 }
 
