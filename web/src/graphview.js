@@ -4,7 +4,14 @@ import cytoscape from 'cytoscape';
 import ELK from 'elkjs/lib/elk-api.js';
 import workerUrl from 'elkjs/lib/elk-worker.min.js?url';
 
+import { sweepLayout } from './sweep.js';
+
 const elk = new ELK({ workerUrl });
+// Start the worker (1.6 MB of compiled Java) while the page asks for its first lineage.
+elk.layout({ id: 'warm-up', children: [], edges: [] }).catch(() => {});
+
+// Flat graphs above this many nodes are placed by sweep.js in linear time (measured: docs/UI.md).
+const SWEEP_ABOVE = 400;
 
 // Above this many nodes ELK's cheap strategies are used (measured: docs/UI.md).
 const FAST_ABOVE = 300;
@@ -41,7 +48,10 @@ const STYLE = [
     'background-color': '#ffffff', 'border-width': 1, 'border-color': '#94a3b8',
     'font-size': 11, 'font-family': 'system-ui, sans-serif', color: '#0f172a',
     'text-valign': 'center', 'text-halign': 'center', 'text-wrap': 'ellipsis', 'text-max-width': 'data(w)',
+    'min-zoomed-font-size': 7,
   } },
+  // large graphs: no text measuring for ellipses, straight edges (cheap hit tests and paints)
+  { selector: 'node.bulk', style: { 'text-wrap': 'none' } },
   { selector: 'node[kind = "job"]', style: { shape: 'round-tag', 'background-color': '#eef2ff', 'border-color': '#6366f1' } },
   { selector: 'node[kind = "column"]', style: { 'background-color': '#f8fafc', 'font-size': 10 } },
   { selector: ':parent', style: {
@@ -60,6 +70,7 @@ const STYLE = [
     width: 1.5, 'curve-style': 'bezier', 'target-arrow-shape': 'triangle', 'arrow-scale': 0.8,
     'line-color': 'data(color)', 'target-arrow-color': 'data(color)', 'line-style': 'data(lineStyle)',
   } },
+  { selector: 'edge.bulk', style: { 'curve-style': 'straight', 'arrow-scale': 0.6 } },
   { selector: 'edge.relation', style: { 'target-arrow-shape': 'tee', 'source-arrow-shape': 'circle', 'source-arrow-color': 'data(color)' } },
   { selector: '.dim', style: { opacity: 0.15 } },
   { selector: 'edge.path', style: {
@@ -115,18 +126,29 @@ export function createGraphView(container, { onTap, onBackgroundTap }) {
   // Replaces the drawing with `elements`; resolves once laid out and painted.
   async function render(elements, { keepViewport = false } = {}) {
     const mine = ++generation;
-    const fast = elements.filter((e) => e.group === 'nodes').length > FAST_ABOVE;
-    const laid = await elk.layout(elkGraph(elements, fast));
+    const nodes = elements.filter((e) => e.group === 'nodes');
+    let positions;
+    if (nodes.length > SWEEP_ABOVE && !nodes.some((n) => n.data.parent)) {
+      positions = sweepLayout(nodes.map((n) => n.data), elements.filter((e) => e.group === 'edges').map((e) => e.data));
+    } else {
+      const laid = await elk.layout(elkGraph(elements, nodes.length > FAST_ABOVE));
+      positions = absolutePositions(laid, 0, 0, {});
+    }
     if (mine !== generation) return false;
-    const positions = absolutePositions(laid, 0, 0, {});
+    performance.mark('render:laid-out');
     const pan = cy.pan();
     const zoom = cy.zoom();
     cy.startBatch();
     cy.elements().remove();
-    cy.add(elements.map((el) => (el.group === 'nodes' && positions[el.data.id] ? { ...el, position: positions[el.data.id] } : el)));
+    const bulk = nodes.length > SWEEP_ABOVE;
+    cy.add(elements.map((el) => {
+      const classes = bulk ? `${el.classes ?? ''} bulk` : el.classes;
+      return el.group === 'nodes' && positions[el.data.id] ? { ...el, classes, position: positions[el.data.id] } : { ...el, classes };
+    }));
     cy.endBatch();
     if (keepViewport) cy.viewport({ zoom, pan });
     else cy.fit(undefined, 30);
+    performance.mark('render:added');
     await new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)));
     return true;
   }

@@ -69,7 +69,7 @@ function syncControls() {
 // ---- navigation and deep links ------------------------------------------------------------------
 function navigate(patch, { push = true } = {}) {
   const next = { ...state, ...patch };
-  const reload = ['view', 'node', 'depth', 'direction', 'level', 'asOf', 'namespace', 'schema', 'sourceFile', 'erdLevel']
+  const reload = ['view', 'budget', 'node', 'depth', 'direction', 'level', 'asOf', 'namespace', 'schema', 'sourceFile', 'erdLevel']
     .some((k) => String(next[k]) !== String(state[k]));
   state = next;
   if (push) history.pushState(null, '', toUrl(state));
@@ -139,7 +139,9 @@ async function load() {
   document.body.dataset.state = 'ready';
 }
 
-const query = (node, depth = state.depth) => ({ node, depth, direction: state.direction, level: state.level, asOf: state.asOf });
+const query = (node, depth = state.depth) => ({
+  node, depth, direction: state.direction, level: state.level, asOf: state.asOf, budget: state.budget,
+});
 
 async function redraw({ keepViewport = false } = {}) {
   if (state.view === 'erd') return;

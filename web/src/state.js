@@ -1,6 +1,6 @@
 // The view's state and its deep link: everything needed to reproduce a view is in the URL.
-export const DEFAULTS = { view: 'lineage', node: '', depth: 3, direction: 'upstream', level: 'dataset', asOf: '', jobs: 'nodes', select: '', erdLevel: 'table', namespace: '', schema: '', sourceFile: '' };
-const KEYS = { view: 'view', node: 'node', depth: 'depth', direction: 'direction', level: 'level', asOf: 'as_of', jobs: 'jobs', select: 'select', erdLevel: 'erd_level', namespace: 'namespace', schema: 'schema', sourceFile: 'source_file' };
+export const DEFAULTS = { view: 'lineage', node: '', depth: 3, direction: 'upstream', level: 'dataset', asOf: '', jobs: 'nodes', select: '', budget: '', erdLevel: 'table', namespace: '', schema: '', sourceFile: '' };
+const KEYS = { view: 'view', node: 'node', depth: 'depth', direction: 'direction', level: 'level', asOf: 'as_of', jobs: 'jobs', select: 'select', budget: 'budget', erdLevel: 'erd_level', namespace: 'namespace', schema: 'schema', sourceFile: 'source_file' };
 const CHOICES = { view: ['lineage', 'erd'], direction: ['upstream', 'downstream', 'both'], level: ['dataset', 'column'], jobs: ['nodes', 'folded'], erdLevel: ['namespace', 'schema', 'table', 'column'] };
 
 export function fromUrl(search = location.search) {
