@@ -120,19 +120,19 @@ def _init_worker(catalog: Catalog) -> None:
     _CATALOG = catalog
 
 
-def _ddl_of(task: _Task) -> list[TableSchema]:
+def _ddl_of(task: _Task) -> tuple[str, list[TableSchema], list[TableSchema]]:
     """Pass 1: what CREATE TABLE / VIEW and ALTER TABLE statements of one SQL file declare."""
     if Path(task.path).suffix.lower() not in SQL_SUFFIXES:
-        return []
+        return task.rel, [], []
     text, _issue, _ = _read_text(task.path, task.options.limits)
     if not text or not _mentions_ddl(text):
-        return []
+        return task.rel, [], []
     o = task.options
     ctx = SqlContext(o.dialect, Catalog(), o.default_database, o.default_schema)
     try:
         chunks = split_statements(text, o.dialect, keyword_mode=o.dialect in ("tsql", "fabric"))
     except Exception:  # noqa: BLE001 - pass 2 reports it
-        return []
+        return task.rel, [], []
     for chunk in chunks:
         words = [t.text.upper() for t in chunk.tokens[:8]]
         if not words or words[0] not in ("CREATE", "ALTER", "USE") or chunk.routine:
@@ -146,7 +146,7 @@ def _ddl_of(task: _Task) -> list[TableSchema]:
                 analyze_statement(tree, ctx, chunk.text)
         except Exception:  # noqa: BLE001,S112 - pass 2 reports parse errors
             continue
-    return list(ctx.catalog)
+    return task.rel, list(ctx.learnt), list(ctx.catalog)
 
 
 def _mentions_ddl(text: str) -> bool:
@@ -169,9 +169,8 @@ def _scan_file(task: _Task) -> FileResult:
         from scanner.python_code import units_of_python
         units, issues, count = units_of_python(text, ctx, task.rel, o.limits)
     else:
-        units, issues, count = units_of_sql(text, ctx, task.rel, o.limits)
+        units, issues, count = units_of_sql(text, ctx, task.rel, o.limits, ddl_known=True)
     result.units, result.issues, result.statements = units, issues, count
-    result.tables = list(ctx.learnt)
     return result
 
 
@@ -231,20 +230,22 @@ def scan(paths: Iterable[str | os.PathLike[str]] | str, *, dialect: str = "", de
     catalog = Catalog()
     for sf in schema_files:
         catalog.merge(load_schema_file(sf))
-    for tables in _map(_ddl_of, tasks, jobs, None):
-        for t in tables:
+    declared: list[tuple[str, TableSchema]] = []
+    for rel, learnt, known in _map(_ddl_of, tasks, jobs, None):
+        for t in known:
             catalog.add(t)
+        declared.extend((rel, t) for t in learnt)
     show = sys.stderr.isatty() if progress is None else progress
     on_done = (lambda n: _progress(n, len(tasks), sys.stderr)) if show and tasks else None
     files: list[FileResult] = _map(_scan_file, tasks, jobs, catalog, on_done)
     result = ScanResult(files=len(tasks))
     tables: dict[tuple, tuple[TableSchema, str]] = {}
+    for rel, t in declared:
+        tables.setdefault(t.table.key(), (catalog.lookup(t.table) or t, rel))
     for fr in files:
         result.units.extend(fr.units)
         result.issues.extend(fr.issues)
         result.statements += fr.statements
-        for t in fr.tables:
-            tables[t.table.key()] = (catalog.lookup(t.table) or t, fr.path)
     result.tables = [tables[k][0] for k in sorted(tables)]
     naming = Naming(namespace, job_namespace, tuple(namespace_map), repo_url)
     result.events = _events(result, tables, naming, catalog, state_path, event_time)

@@ -93,6 +93,21 @@ def _parse_with_fallback(text: str, dialect: str):
         raise first
 
 
+_NOT_PLAIN = {"SELECT", "LIKE", "CLONE", "TEMP", "TEMPORARY", "VOLATILE", "GLOBAL", "LOCAL", "AS"}
+
+
+def _plain_ddl(chunk: Chunk) -> bool:
+    """``CREATE TABLE name (columns...)`` / ``ALTER TABLE`` of a permanent table: no lineage, only schema."""
+    words = [t.text.upper() for t in chunk.tokens[:4]]
+    if not words or words[0] not in ("CREATE", "ALTER") or "TABLE" not in words[1:4]:
+        return False
+    if any(t.text.startswith(("#", "@")) or t.token_type == T.PARAMETER for t in chunk.tokens[:8]):
+        return False
+    if words[0] == "ALTER":
+        return not any(t.text.upper() in ("RENAME", "SWAP", "EXCHANGE") for t in chunk.tokens)
+    return not any(t.text.upper() in _NOT_PLAIN for t in chunk.tokens)
+
+
 def _first_word(chunk: Chunk) -> str:
     return chunk.tokens[0].text.upper() if chunk.tokens else ""
 
@@ -139,8 +154,10 @@ def job_name(rel_path: str, obj: str | None, ordinal: int | None = None) -> str:
 
 
 class _FileScanner:
-    def __init__(self, ctx: SqlContext, path: str, limits: Limits, line_offset: int = 0) -> None:
+    def __init__(self, ctx: SqlContext, path: str, limits: Limits, line_offset: int = 0,
+                 ddl_known: bool = False) -> None:
         self.ctx, self.path, self.limits, self.line_offset = ctx, path, limits, line_offset
+        self.ddl_known = ddl_known
         self.issues: list[ScanIssue] = []
         self.count = 0
 
@@ -159,6 +176,8 @@ class _FileScanner:
         if word in CONTROL or word in ("ELSE",):
             return self.control(chunk, line)
         self.count += 1
+        if self.ddl_known and _plain_ddl(chunk):
+            return []                # pass 1 read it into the catalog already
         out: list[StatementLineage] = []
         try:
             with _deadline(self.limits.statement_timeout_seconds):
@@ -267,11 +286,11 @@ def _digest(text: str) -> str:
 
 
 def units_of_sql(text: str, ctx: SqlContext, rel_path: str, limits: Limits = DEFAULT_LIMITS,
-                 integration: str = "SQL", line_offset: int = 0,
-                 name_prefix: str | None = None) -> tuple[list[Unit], list[ScanIssue], int]:
+                 integration: str = "SQL", line_offset: int = 0, name_prefix: str | None = None,
+                 ddl_known: bool = False) -> tuple[list[Unit], list[ScanIssue], int]:
     """Jobs of one SQL text: a view or routine is one job named after the object; every other
     statement that writes (or, for SELECT, only reads) is one job named by its ordinal in the file."""
-    scanner = _FileScanner(ctx, rel_path, limits, line_offset)
+    scanner = _FileScanner(ctx, rel_path, limits, line_offset, ddl_known)
     units: list[Unit] = []
     try:
         chunks = scanner.chunks(text)

@@ -8,6 +8,7 @@ statement reading one reads what built it, and they are never reported as datase
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import sqlglot
@@ -70,9 +71,15 @@ def _create_is_temp(create: exp.Create) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=64)
+def dialect_of(name: str) -> Dialect:
+    """The sqlglot Dialect instance for a canonical name (cached: sqlglot resolves names on every call)."""
+    return Dialect.get_or_raise(name or None)
+
+
 def parse_statement(sql: str, dialect: str) -> list[exp.Expression]:
     """sqlglot's parse of one chunk (may hold several statements when no ';' separated them)."""
-    return [e for e in sqlglot.parse(sql, read=dialect or None) if e is not None]
+    return [e for e in sqlglot.parse(sql, read=dialect_of(dialect)) if e is not None]
 
 
 #: qualify options tried in turn: alias references expanded, then not, then columns left as written.
@@ -111,7 +118,7 @@ def _clean_expr(expr: exp.Expression, spell: _Spelling, dialect: str) -> str:
             return exp.Identifier(this=spell(node.this), quoted=False)
         return node
     try:
-        return expr.copy().transform(fix).sql(dialect=dialect or None)
+        return expr.copy().transform(fix).sql(dialect=dialect_of(dialect))
     except Exception:  # noqa: BLE001 - the text is informative only
         return expr.sql()
 
@@ -214,14 +221,13 @@ class _Analyzer:
 
     def trace(self, query: exp.Expression) -> tuple[list[tuple[str, str, list[Src]]], list[Src]]:
         """``[(output name, expression text, sources)]`` and dataset-level indirect sources."""
-        query = query.copy()
         schema = self.schema_for(query)
         original = _plain_projections(query)
         qualified = None
         error: Exception | None = None
         for options in _QUALIFY_ATTEMPTS:
             try:
-                qualified = qualify(query.copy(), dialect=self.dialect or None, schema=schema or None, db=_DB,
+                qualified = qualify(query.copy(), dialect=dialect_of(self.dialect), schema=schema or None, db=_DB,
                                     catalog=_CAT, validate_qualify_columns=False, quote_identifiers=False,
                                     identify=False, **options)
                 break
@@ -239,14 +245,17 @@ class _Analyzer:
         sp = self.spell
         outs = []
         traced = tracer.outputs(root)
+        same = original is not None and len(original) == len(traced)
         for i, (name, e, srcs) in enumerate(traced):
-            text = _clean_expr(e, sp, self.dialect)
-            if original is not None and len(original) == len(traced):
+            if same:
                 proj = original[i]
-                text = proj.this.sql(dialect=self.dialect or None) if isinstance(proj, exp.Alias) else \
-                    proj.sql(dialect=self.dialect or None)
+                inner = proj.this if isinstance(proj, exp.Alias) else proj
+                text = inner.name if isinstance(inner, exp.Column) and not inner.table else \
+                    inner.sql(dialect=dialect_of(self.dialect))
                 if not isinstance(proj, (exp.Alias, exp.Column)):
                     name = text          # an unnamed expression is named by its text, as written
+            else:
+                text = _clean_expr(e, sp, self.dialect)
             outs.append((sp(name), text, [(t, sp(c), ty, sub, m) for t, c, ty, sub, m in srcs]))
         for t, c, ty, sub, m in tracer.star_sources(root):
             outs.append(("*", "*", [(t, sp(c), ty, sub, m)]))
@@ -615,7 +624,7 @@ def analyze_statement(stmt: exp.Expression, ctx: SqlContext, sql: str = "", line
     result = _Analyzer(stmt, ctx).analyze()
     if result is None:
         return None
-    return StatementLineage(result.kind, sql or stmt.sql(dialect=ctx.dialect or None), result.inputs,
+    return StatementLineage(result.kind, sql or stmt.sql(dialect=dialect_of(ctx.dialect)), result.inputs,
                             result.outputs, result.columns, result.dataset_indirect, line,
                             end_line if end_line is not None else line, result.warnings)
 
@@ -635,8 +644,6 @@ def analyze_sql(sql: str, dialect: str = "", *, catalog: Catalog | None = None, 
     return results
 
 
-def _dialect_obj(name: str) -> Dialect:
-    return Dialect.get_or_raise(name or None)
 
 
 __all__ += ["SqlglotError", "IDENTITY"]
