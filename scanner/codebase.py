@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from scanner.catalog import Catalog, load_schema_file
+from scanner.dbt import is_dbt_model, render_model
 from scanner.dialects import canonical_dialect
 from scanner.events import Naming, dataset_event, event_digest, job_event, retraction_event
 from scanner.files import DEFAULT_LIMITS, Limits, units_of_sql
@@ -31,7 +32,9 @@ __all__ = ["scan", "ScanOptions", "walk_files", "CONFIG_FILE", "SQL_SUFFIXES"]
 CONFIG_FILE = "lineage-scan.toml"
 SQL_SUFFIXES = {".sql", ".hql", ".ddl", ".dml", ".prc", ".vw", ".tab", ".psql", ".bql"}
 PY_SUFFIXES = {".py"}
-_SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv", "venv", ".tox", "target", "dbt_packages", ".mypy_cache"}
+_SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv", "venv", ".tox", "dbt_packages", ".mypy_cache"}
+#: In a dbt project (beside dbt_project.yml) only models/ holds lineage; these hold Jinja macros and tests.
+_DBT_SKIP_DIRS = {"macros", "snapshots", "analyses", "tests", "seeds", "target", "logs"}
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class _Task:
     path: str
     rel: str
     options: ScanOptions
+    dbt: bool = False
 
 
 def walk_files(paths: Iterable[str | os.PathLike[str]], base: ScanOptions) -> list[_Task]:
@@ -60,7 +64,9 @@ def walk_files(paths: Iterable[str | os.PathLike[str]], base: ScanOptions) -> li
         else:
             files, rel_root = [], root
             for dirpath, dirnames, filenames in os.walk(root):
-                dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
+                skip = _SKIP_DIRS | (_DBT_SKIP_DIRS if os.path.isfile(os.path.join(dirpath, "dbt_project.yml"))
+                                     else set())
+                dirnames[:] = sorted(d for d in dirnames if d not in skip and not d.startswith("."))
                 files.extend(Path(dirpath) / f for f in sorted(filenames))
         top = rel_root.resolve()
         for f in files:
@@ -87,7 +93,7 @@ def walk_files(paths: Iterable[str | os.PathLike[str]], base: ScanOptions) -> li
                 else:
                     opts = cache[directory]
             tasks.append(_Task(str(f), f.resolve().relative_to(top).as_posix() if f.resolve().is_relative_to(top)
-                               else f.name, opts))
+                               else f.name, opts, is_dbt_model(f.resolve(), top)))
     return tasks
 
 
@@ -125,6 +131,8 @@ def _ddl_of(task: _Task) -> tuple[str, list[TableSchema], list[TableSchema]]:
     if Path(task.path).suffix.lower() not in SQL_SUFFIXES:
         return task.rel, [], []
     text, _issue, _ = _read_text(task.path, task.options.limits)
+    if text and task.dbt:
+        text = render_model(text, Path(task.path).stem, task.options.default_schema)
     if not text or not _mentions_ddl(text):
         return task.rel, [], []
     o = task.options
@@ -163,6 +171,8 @@ def _scan_file(task: _Task) -> FileResult:
         result.issues.append(ScanIssue(task.rel, issue.line, issue.reason))
         return result
     assert text is not None
+    if task.dbt:
+        text = render_model(text, Path(task.path).stem, o.default_schema)
     catalog = Catalog(_CATALOG)
     ctx = SqlContext(o.dialect, catalog, o.default_database, o.default_schema)
     if Path(task.path).suffix.lower() in PY_SUFFIXES:
@@ -170,6 +180,9 @@ def _scan_file(task: _Task) -> FileResult:
         units, issues, count = units_of_python(text, ctx, task.rel, o.limits)
     else:
         units, issues, count = units_of_sql(text, ctx, task.rel, o.limits, ddl_known=True)
+        if task.dbt:    # one model, one job: named after the model, as dbt's own integration types it
+            units = [replace(u, name=f"{task.rel}::{Path(task.path).stem}", integration="DBT", job_type="MODEL",
+                             object_name=u.outputs[0] if u.outputs else None) for u in units[:1]]
     result.units, result.issues, result.statements = units, issues, count
     return result
 

@@ -201,7 +201,12 @@ class ColumnTracer:
 
     def _from_source(self, source, name: str) -> list[Src]:
         if isinstance(source, Scope):
-            return list(self.output_map(source).get(name.lower(), []))
+            found = self.output_map(source).get(name.lower())
+            if found is not None:
+                return list(found)
+            # not among its named outputs: through a star no schema could expand, when it covers one source
+            star = self._star_source(source)
+            return self._from_source(star, name) if star is not None else []
         if isinstance(source, exp.Table):
             table = self.physical(source)
             if table is None:
@@ -236,6 +241,19 @@ class ColumnTracer:
             for src in sources:
                 out.extend(self._star_of(src))
         return out
+
+    def _star_source(self, scope: Scope):
+        """The one source an unexpanded ``*`` / ``t.*`` of ``scope`` selects from, else None."""
+        if scope.set_operation_scopes or not isinstance(scope.expression, exp.Select):
+            return None
+        covered = []
+        for proj in scope.expression.expressions:
+            if isinstance(proj, exp.Star):
+                covered.extend(src for _n, src in scope.selected_sources.values())
+            elif isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star):
+                covered.append(self._pick_source(scope, proj.table, "*"))
+        covered = [c for c in covered if c is not None]
+        return covered[0] if len(covered) == 1 else None
 
     def _star_of(self, source) -> list[Src]:
         if isinstance(source, exp.Table):

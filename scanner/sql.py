@@ -132,14 +132,15 @@ class _Analyzer:
 
     # -- names -----------------------------------------------------------------------------------
 
-    def written(self, table: exp.Table) -> TableName | None:
-        """A physical or temp table as written; None for table functions, CTE references, stages."""
+    def written(self, table: exp.Table, target: bool = False) -> TableName | None:
+        """A physical or temp table as written; None for table functions, stages and (unless it is the
+        statement's ``target``) CTE references."""
         if not isinstance(table.this, (exp.Identifier, exp.Parameter, exp.Dot)):
             return None
         name = table_name(table)
         if not name.name:
             return None
-        if not name.db and not name.catalog and name.name.lower() in self.cte_names:
+        if not target and not name.db and not name.catalog and name.name.lower() in self.cte_names:
             return None
         return name
 
@@ -369,13 +370,13 @@ class _Analyzer:
                 into = first.args["into"]
                 first.set("into", None)
                 s.set("into", into)
-                target = self.written(into.this) if isinstance(into.this, exp.Table) else None
+                target = self.written(into.this, True) if isinstance(into.this, exp.Table) else None
                 temp = bool(into.args.get("temporary")) or (target is not None and _is_temp_ref(target, self.ctx))
                 query = s.copy()
                 query.set("into", None)
                 return self.write(target, "SELECT_INTO", query, None, temp=temp)
         if into is not None and isinstance(into.this, exp.Table):
-            target = self.written(into.this)
+            target = self.written(into.this, True)
             query = s.copy()
             query.set("into", None)
             temp = bool(into.args.get("temporary")) or (target is not None and _is_temp_ref(target, self.ctx))
@@ -395,7 +396,7 @@ class _Analyzer:
             query.set("with_", with_.copy())
         if not isinstance(this, exp.Table):
             return self.result("INSERT", self.tables_read(query), [])
-        target = self.written(this)
+        target = self.written(this, True)
         kind = "INSERT_OVERWRITE" if s.args.get("overwrite") else "INSERT"
         return self.write(target, kind, query, cols)
 
@@ -423,7 +424,7 @@ class _Analyzer:
                 and "VIEW" not in kind and kind != "TABLE":
             return None
         query = s.expression
-        target = self.written(this)
+        target = self.written(this, True)
         if query is None:
             if target is None or _is_temp_ref(target, self.ctx) or _create_is_temp(s):
                 return None
@@ -470,7 +471,7 @@ class _Analyzer:
 
     def merge(self, s: exp.Merge) -> StatementLineage:
         target_exp, using, on = s.this, s.args.get("using"), s.args.get("on")
-        target = self.written(target_exp) if isinstance(target_exp, exp.Table) else None
+        target = self.written(target_exp, True) if isinstance(target_exp, exp.Table) else None
         inputs = self.tables_read(using) + self.tables_read(on)
         cols: dict[str, tuple[str, list[Src]]] = {}
         indirect: list[Src] = []
@@ -516,7 +517,7 @@ class _Analyzer:
         target_exp = s.this
         if not isinstance(target_exp, exp.Table):
             return self.result("UPDATE", self.tables_read(s), [])
-        target = self.written(target_exp)
+        target = self.written(target_exp, True)
         from_ = s.args.get("from_") or s.args.get("from")
         from_tables: list[exp.Table] = []
         if from_ is not None:
@@ -571,7 +572,7 @@ class _Analyzer:
 
     def delete(self, s: exp.Delete) -> StatementLineage:
         target_exp = s.this
-        target = self.written(target_exp) if isinstance(target_exp, exp.Table) else None
+        target = self.written(target_exp, True) if isinstance(target_exp, exp.Table) else None
         inputs = []
         for key in ("using", "where"):
             node = s.args.get(key)
