@@ -71,7 +71,7 @@ def _dialect_fixups(text: str, dialect: str) -> str:
 
 
 #: Dialects whose grammar is tried, in order, when a statement does not parse in the configured one.
-PARSE_FALLBACKS = {"athena": ("hive", "trino"), "redshift": ("postgres",), "databricks": ("spark",),
+PARSE_FALLBACKS = {"athena": ("hive", "trino"), "redshift": ("postgres", "tsql"), "databricks": ("spark",),
                    "spark": ("databricks", "hive"), "hive": ("spark",), "trino": ("presto",), "presto": ("trino",),
                    "": ("mysql", "spark", "tsql"), "duckdb": ("postgres",), "postgres": ("redshift",),
                    "snowflake": ("",), "bigquery": ("",), "mysql": ("",), "oracle": ("",), "tsql": ("",)}
@@ -184,6 +184,7 @@ class _FileScanner:
                 trees = _parse_with_fallback(_dialect_fixups(chunk.text, self.ctx.dialect), self.ctx.dialect)
                 for tree in trees:
                     if isinstance(tree, exp.Command):
+                        out.extend(self.command(tree, chunk, line, end))
                         continue
                     res = analyze_statement(tree, self.ctx, chunk.text.strip(), line, end)
                     if res is not None:
@@ -198,6 +199,17 @@ class _FileScanner:
             msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             self.issue(line, f"cannot parse ({type(exc).__name__}): {msg[:200]}")
         return out
+
+    def command(self, tree: exp.Command, chunk: Chunk, line: int, end: int) -> list[StatementLineage]:
+        """Statements sqlglot keeps as text: Redshift ``UNLOAD ('query') TO ...`` reads its query's tables."""
+        if tree.name.upper() != "UNLOAD":
+            return []
+        m = re.search(r"\(\s*'((?:[^']|'')*)'\s*\)", chunk.text, re.S)
+        if not m:
+            return []
+        inner, _issues = statements_of(m.group(1).replace("''", "'"), self.ctx, self.path, self.limits)
+        inputs = tuple(t for st in inner for t in st.inputs)
+        return [StatementLineage("UNLOAD", chunk.text.strip(), inputs, (), line=line, end_line=end)]
 
     def control(self, chunk: Chunk, line: int) -> list[StatementLineage]:
         """IF / WHILE conditions may read tables (EXISTS subqueries); DECLARE @t TABLE declares a temp."""

@@ -123,6 +123,26 @@ def _clean_expr(expr: exp.Expression, spell: _Spelling, dialect: str) -> str:
         return expr.sql()
 
 
+def _identifier_function(table: exp.Table) -> TableName | None:
+    """``IDENTIFIER('db.t')`` / ``IDENTIFIER(db.t)`` (Snowflake, Databricks): the table it names, when constant."""
+    node = table.this
+    arg = None
+    if type(node).__name__ == "DynamicIdentifier":
+        arg = node.this
+    elif isinstance(node, exp.Anonymous) and node.name.lower() == "identifier" and len(node.expressions) == 1:
+        arg = node.expressions[0]
+    if isinstance(arg, exp.Literal) and arg.is_string:
+        text = arg.this
+    elif isinstance(arg, (exp.Column, exp.Identifier, exp.Dot)) and not arg.find(exp.Parameter, exp.Placeholder):
+        text = arg.sql()
+    else:
+        return None
+    parts = [p.strip('"`[]') for p in text.split(".")]
+    if not all(p and p[0] not in "$:?@" for p in parts):
+        return None
+    return TableName(*([""] * (3 - len(parts)) + parts[-3:]))
+
+
 class _Analyzer:
     def __init__(self, stmt: exp.Expression, ctx: SqlContext) -> None:
         self.stmt, self.ctx, self.dialect = stmt, ctx, ctx.dialect
@@ -136,7 +156,7 @@ class _Analyzer:
         """A physical or temp table as written; None for table functions, stages and (unless it is the
         statement's ``target``) CTE references."""
         if not isinstance(table.this, (exp.Identifier, exp.Parameter, exp.Dot)):
-            return None
+            return _identifier_function(table)
         name = table_name(table)
         if not name.name:
             return None
@@ -344,6 +364,11 @@ class _Analyzer:
             return self.alter(s)
         if isinstance(s, exp.Copy):
             return self.copy(s)
+        if isinstance(s, exp.Cache) and isinstance(s.this, exp.Table) and s.expression is not None:
+            target = self.written(s.this, True)     # Spark CACHE TABLE t AS SELECT: a temporary view
+            if target is not None:
+                self.ctx.temps[_temp_key(target)] = TempTable([], {}, [])
+            return self.write(target, "CACHE", s.expression, None, temp=True)
         if isinstance(s, exp.Use):
             target = s.this
             self.ctx.use_db = (target.name if isinstance(target, exp.Expression) else str(target or "")) or ""
@@ -381,7 +406,7 @@ class _Analyzer:
             query.set("into", None)
             temp = bool(into.args.get("temporary")) or (target is not None and _is_temp_ref(target, self.ctx))
             return self.write(target, "SELECT_INTO", query, None, temp=temp)
-        return self.result("SELECT", self.tables_read(s), [])
+        return self.write(None, "SELECT", s, None)
 
     def insert(self, s: exp.Insert) -> StatementLineage:
         this = s.this
