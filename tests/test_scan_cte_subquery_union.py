@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scanner.score import analyze_case, facts
+from scanner.score import analyze_case, assert_case
 
 pytestmark = pytest.mark.unit
 
@@ -64,11 +64,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_case(case: dict) -> None:
-    ins, outs, cols = facts(analyze_case(case))
-    assert ins == {t.lower() for t in case["inputs"]}
-    assert outs == {t.lower() for t in case["outputs"]}
-    if "columns" in case:
-        assert cols == {c.lower() for c in case["columns"]}
+    assert_case(case)
 
 
 def test_cte_filters_reach_the_output_as_dataset_level_indirect() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from scanner import scan
-from scanner.score import analyze_case, facts
+from scanner.score import assert_case
 
 pytestmark = pytest.mark.unit
 
@@ -86,11 +86,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_case(case: dict) -> None:
-    ins, outs, cols = facts(analyze_case(case))
-    assert ins == {t.lower() for t in case["inputs"]}
-    assert outs == {t.lower() for t in case["outputs"]}
-    if "columns" in case:
-        assert cols == {c.lower() for c in case["columns"]}
+    assert_case(case)
 
 
 def test_dbt_jaffle_shop_models() -> None:
