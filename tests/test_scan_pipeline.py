@@ -35,6 +35,33 @@ def test_scanned_lineage_joins_runtime_lineage_in_the_graph(spark, kafka_bootstr
     with StreamHarness(spark, settings) as h:
         produce(kafka_bootstrap, topic_names["events"], [json_bytes(runtime)])
         h.drain()
+    _assert_joined_graph(pg_dsn)
+
+
+@pytest.mark.integration
+def test_scan_load_through_the_batch_path_joins_a_loaded_runtime_event(pg_dsn, tmp_path):
+    """`--load` writes through the library function `lineage load` uses (local engine, no JVM)."""
+    code = tmp_path / "code"
+    shutil.copytree(MIXED, code)
+    common = ["--postgres-dsn", pg_dsn, "--data-dir", str(tmp_path / "data")]
+    proc = subprocess.run([sys.executable, "-m", "lineage", "scan", str(code), "--load", "--jobs", "1",
+                           "--namespace", "warehouse", *common], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    assert "loaded 6 event(s), 6 new" in proc.stderr
+    runtime = tmp_path / "runtime.jsonl"
+    runtime.write_text(json.dumps(run_event(job="nightly_report", inputs=["mart.daily_revenue"],
+                                            outputs=["bi.revenue_dashboard"], namespace="warehouse")) + "\n")
+    proc = subprocess.run([sys.executable, "-m", "lineage", "load", str(runtime), "--engine", "local", *common],
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    _assert_joined_graph(pg_dsn)
+    again = subprocess.run([sys.executable, "-m", "lineage", "scan", str(code), "--load", "--jobs", "1",
+                            "--namespace", "warehouse", "--state", str(tmp_path / "state.json"), *common],
+                           capture_output=True, text=True, timeout=180)
+    assert again.returncode == 0, again.stderr
+
+
+def _assert_joined_graph(pg_dsn: str) -> None:
     with psycopg.connect(pg_dsn) as conn:
         datasets = conn.execute("SELECT dataset_id, fields FROM lineage_datasets WHERE namespace = 'warehouse' "
                                 "AND name = 'mart.daily_revenue'").fetchall()
@@ -53,6 +80,6 @@ def test_scanned_lineage_joins_runtime_lineage_in_the_graph(spark, kafka_bootstr
                               "AND name = 'shop.orders'").fetchone()
     assert writers == [("etl/daily.sql::statement_1", "BATCH/SQL/QUERY")]
     assert readers == [("nightly_report",)]
-    assert ("shop.orders", "amount", "revenue") in {tuple(c) for c in columns}
+    assert ("warehouse/shop.orders", "amount", "revenue") in {tuple(c) for c in columns}
     fields = orders[0] if isinstance(orders[0], list) else json.loads(orders[0])
     assert {f["name"] for f in fields} == {"id", "customer_id", "amount", "created_at"}
