@@ -22,6 +22,8 @@ def _ident(node: exp.Expression | None) -> str:
         return ""
     if isinstance(node, exp.Identifier):
         text = node.this
+        if node.args.get("global_") and not text.startswith("#"):
+            return "##" + text
         return ("#" + text) if node.args.get("temporary") and not text.startswith("#") else text
     if isinstance(node, exp.Parameter):
         inner = node.this

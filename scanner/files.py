@@ -63,11 +63,56 @@ def _deadline(seconds: float):
 _COMPOUND = re.compile(r"([\w.\[\]\"]+)\s*([-+*/%|&^])=(?!=)")
 
 
+_INSERT_EXEC = re.compile(r"(?is)^(\s*INSERT\s+(?:INTO\s+)?[^\s(]+\s*(?:\([^)]*\))?\s*)EXEC(?:UTE)?\b.*$")
+_OUTPUT_INTO = re.compile(r"(?is)\bOUTPUT\s+(?:inserted|deleted|\$action)\b.*?\bINTO\s+[\w.\[\]#@]+(?:\s*\([^)]*\))?")
+_REPLACE_INTO = re.compile(r"(?is)^(\s*)REPLACE\s+INTO\b")
+
+
 def _dialect_fixups(text: str, dialect: str) -> str:
-    """Grammar sqlglot does not read, rewritten to equivalents: T-SQL ``SET a += b`` -> ``SET a = a + b``."""
-    if dialect in ("tsql", "fabric") and "=" in text:
-        return _COMPOUND.sub(lambda m: f"{m.group(1)} = {m.group(1)} {m.group(2)}", text)
+    """Grammar sqlglot does not read, rewritten to equivalents. T-SQL: ``SET a += b`` -> ``SET a = a + b``;
+    ``INSERT INTO t EXEC p`` -> an INSERT of unknown rows; ``OUTPUT ... INTO audit`` dropped. MySQL:
+    ``REPLACE INTO`` -> ``INSERT INTO``."""
+    if dialect in ("tsql", "fabric"):
+        if "=" in text:
+            text = _COMPOUND.sub(lambda m: f"{m.group(1)} = {m.group(1)} {m.group(2)}", text)
+        if "EXEC" in text.upper():
+            text = _INSERT_EXEC.sub(lambda m: f"{m.group(1)}SELECT NULL", text)
+        if "OUTPUT" in text.upper():
+            text = _OUTPUT_INTO.sub("", text)
+    elif dialect in ("mysql", "", "singlestore", "doris", "starrocks"):
+        text = _REPLACE_INTO.sub(lambda m: f"{m.group(1)}INSERT INTO", text)
     return text
+
+
+def _expand_multitable(tree: exp.Expression) -> list[exp.Expression]:
+    """``INSERT ALL INTO a ... INTO b ... SELECT`` (Snowflake, Oracle) and Hive's ``FROM src INSERT ... INSERT ...``
+    as one INSERT per target, each reading the shared source."""
+    if type(tree).__name__ != "MultitableInserts":
+        return [tree]
+    source = tree.args.get("source")
+    out: list[exp.Expression] = []
+    for item in tree.expressions:
+        insert = item.this if type(item).__name__ == "ConditionalInsert" else item
+        if not isinstance(insert, exp.Insert) or source is None:
+            continue
+        body = insert.expression
+        if isinstance(body, exp.Select) and body.args.get("from_") is None:
+            query = body.copy()
+            query.set("from_", exp.From(this=source.copy() if isinstance(source, exp.Table)
+                                        else exp.Subquery(this=source.copy(), alias=exp.TableAlias(
+                                            this=exp.to_identifier("_src")))))
+        elif isinstance(body, exp.Values) and body.expressions:
+            values = body.expressions[0].expressions
+            query = exp.Select(expressions=[v.copy() for v in values])
+            src = source.copy() if isinstance(source, exp.Table) else exp.Subquery(
+                this=source.copy(), alias=exp.TableAlias(this=exp.to_identifier("_src")))
+            query.set("from_", exp.From(this=src))
+        elif isinstance(source, exp.Select):
+            query = source.copy()      # INSERT ALL INTO t SELECT ...: every column of the source
+        else:
+            continue
+        out.append(exp.Insert(this=insert.this.copy(), expression=query, overwrite=insert.args.get("overwrite")))
+    return out
 
 
 #: Dialects whose grammar is tried, in order, when a statement does not parse in the configured one.
@@ -182,7 +227,7 @@ class _FileScanner:
         try:
             with _deadline(self.limits.statement_timeout_seconds):
                 trees = _parse_with_fallback(_dialect_fixups(chunk.text, self.ctx.dialect), self.ctx.dialect)
-                for tree in trees:
+                for tree in [one for parsed in trees for one in _expand_multitable(parsed)]:
                     if isinstance(tree, exp.Command):
                         out.extend(self.command(tree, chunk, line, end))
                         continue

@@ -57,9 +57,21 @@ CASES = [
          inputs=["s.old_t"], outputs=["new_t"]),
     dict(name="create table like", dialect="mysql", sql="CREATE TABLE t_copy LIKE t_src",
          inputs=["t_src"], outputs=["t_copy"]),
+    dict(name="snowflake insert all", dialect="snowflake",
+         sql="INSERT ALL INTO t1 (a) VALUES (x) INTO t2 (b) VALUES (y) SELECT x, y FROM src",
+         inputs=["src"], outputs=["t1", "t2"], columns=["src.x -> t1.a", "src.y -> t2.b"]),
+    dict(name="hive multi insert", dialect="hive",
+         sql="FROM src INSERT OVERWRITE TABLE a SELECT k, v INSERT OVERWRITE TABLE b SELECT k",
+         inputs=["src"], outputs=["a", "b"], columns=["src.k -> a.k", "src.v -> a.v", "src.k -> b.k"]),
+    dict(name="tsql insert exec and output into", dialect="tsql",
+         sql="INSERT INTO dbo.t (a) EXEC dbo.p\nUPDATE dbo.u SET a = 1 OUTPUT inserted.a INTO dbo.audit(a) WHERE b = 2",
+         inputs=[], outputs=["dbo.t", "dbo.u"]),
+    dict(name="mysql replace into", dialect="mysql", sql="REPLACE INTO t (a) SELECT b FROM s",
+         inputs=["s"], outputs=["t"], columns=["s.b -> t.a"]),
 ]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_case(case: dict) -> None:
     assert_case(case)
+
