@@ -56,7 +56,8 @@ CASES = [
     dict(name="snowflake three part with lateral flatten", dialect="snowflake",
          sql="CREATE TABLE db.s.flat AS SELECT e.id, f.value::STRING AS tag FROM db.s.events e, "
              "LATERAL FLATTEN(input => e.tags) f",
-         inputs=["db.s.events"], outputs=["db.s.flat"], columns=["db.s.events.id -> db.s.flat.id"]),
+         inputs=["db.s.events"], outputs=["db.s.flat"],
+         columns=["db.s.events.id -> db.s.flat.id", "db.s.events.tags -> db.s.flat.tag"]),
     dict(name="redshift unload-free ctas with distkey", dialect="redshift",
          sql="CREATE TABLE mart.sales DISTKEY(id) SORTKEY(day) AS SELECT id, day, SUM(amt) AS amt "
              "FROM stage.sales GROUP BY id, day",
