@@ -22,6 +22,8 @@ def _ident(node: exp.Expression | None) -> str:
         return ""
     if isinstance(node, exp.Identifier):
         text = node.this
+        if node.args.get("global_") and not text.startswith("#"):
+            return "##" + text
         return ("#" + text) if node.args.get("temporary") and not text.startswith("#") else text
     if isinstance(node, exp.Parameter):
         inner = node.this
@@ -82,7 +84,17 @@ def _column_def(cd: exp.ColumnDef) -> tuple[ColumnDef, bool]:
             nullable = bool(k.args.get("allow_null"))
         elif isinstance(k, exp.PrimaryKeyColumnConstraint):
             pk, nullable = True, False
-    return ColumnDef(cd.name, kind.sql() if kind is not None else None, nullable), pk
+    return ColumnDef(cd.name, _type_text(kind), nullable), pk
+
+
+def _type_text(kind: exp.Expression | None) -> str | None:
+    """A column type as SQL text; plain types without parameters skip the generator (it is slow)."""
+    if kind is None:
+        return None
+    if isinstance(kind, exp.DataType) and not kind.expressions and not kind.args.get("nested") \
+            and not kind.args.get("values") and hasattr(kind.this, "value") and kind.this.value != "USERDEFINED":
+        return str(kind.this.value)
+    return kind.sql()
 
 
 def _fk(node: exp.ForeignKey, name: str, columns: list[str] | None = None) -> ForeignKey | None:

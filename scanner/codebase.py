@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from scanner.catalog import Catalog, load_schema_file
+from scanner.dbt import is_dbt_model, render_model
 from scanner.dialects import canonical_dialect
 from scanner.events import Naming, dataset_event, event_digest, job_event, retraction_event
 from scanner.files import DEFAULT_LIMITS, Limits, units_of_sql
@@ -31,7 +32,9 @@ __all__ = ["scan", "ScanOptions", "walk_files", "CONFIG_FILE", "SQL_SUFFIXES"]
 CONFIG_FILE = "lineage-scan.toml"
 SQL_SUFFIXES = {".sql", ".hql", ".ddl", ".dml", ".prc", ".vw", ".tab", ".psql", ".bql"}
 PY_SUFFIXES = {".py"}
-_SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv", "venv", ".tox", "target", "dbt_packages", ".mypy_cache"}
+_SKIP_DIRS = {".git", "node_modules", "__pycache__", ".venv", "venv", ".tox", "dbt_packages", ".mypy_cache"}
+#: In a dbt project (beside dbt_project.yml) only models/ holds lineage; these hold Jinja macros and tests.
+_DBT_SKIP_DIRS = {"macros", "snapshots", "analyses", "tests", "seeds", "target", "logs"}
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class _Task:
     path: str
     rel: str
     options: ScanOptions
+    dbt: bool = False
 
 
 def walk_files(paths: Iterable[str | os.PathLike[str]], base: ScanOptions) -> list[_Task]:
@@ -60,7 +64,9 @@ def walk_files(paths: Iterable[str | os.PathLike[str]], base: ScanOptions) -> li
         else:
             files, rel_root = [], root
             for dirpath, dirnames, filenames in os.walk(root):
-                dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
+                skip = _SKIP_DIRS | (_DBT_SKIP_DIRS if os.path.isfile(os.path.join(dirpath, "dbt_project.yml"))
+                                     else set())
+                dirnames[:] = sorted(d for d in dirnames if d not in skip and not d.startswith("."))
                 files.extend(Path(dirpath) / f for f in sorted(filenames))
         top = rel_root.resolve()
         for f in files:
@@ -87,7 +93,7 @@ def walk_files(paths: Iterable[str | os.PathLike[str]], base: ScanOptions) -> li
                 else:
                     opts = cache[directory]
             tasks.append(_Task(str(f), f.resolve().relative_to(top).as_posix() if f.resolve().is_relative_to(top)
-                               else f.name, opts))
+                               else f.name, opts, is_dbt_model(f.resolve(), top)))
     return tasks
 
 
@@ -120,19 +126,21 @@ def _init_worker(catalog: Catalog) -> None:
     _CATALOG = catalog
 
 
-def _ddl_of(task: _Task) -> list[TableSchema]:
+def _ddl_of(task: _Task) -> tuple[str, list[TableSchema], list[TableSchema]]:
     """Pass 1: what CREATE TABLE / VIEW and ALTER TABLE statements of one SQL file declare."""
     if Path(task.path).suffix.lower() not in SQL_SUFFIXES:
-        return []
+        return task.rel, [], []
     text, _issue, _ = _read_text(task.path, task.options.limits)
+    if text and task.dbt:
+        text = render_model(text, Path(task.path).stem, task.options.default_schema)
     if not text or not _mentions_ddl(text):
-        return []
+        return task.rel, [], []
     o = task.options
     ctx = SqlContext(o.dialect, Catalog(), o.default_database, o.default_schema)
     try:
         chunks = split_statements(text, o.dialect, keyword_mode=o.dialect in ("tsql", "fabric"))
     except Exception:  # noqa: BLE001 - pass 2 reports it
-        return []
+        return task.rel, [], []
     for chunk in chunks:
         words = [t.text.upper() for t in chunk.tokens[:8]]
         if not words or words[0] not in ("CREATE", "ALTER", "USE") or chunk.routine:
@@ -146,7 +154,7 @@ def _ddl_of(task: _Task) -> list[TableSchema]:
                 analyze_statement(tree, ctx, chunk.text)
         except Exception:  # noqa: BLE001,S112 - pass 2 reports parse errors
             continue
-    return list(ctx.catalog)
+    return task.rel, list(ctx.learnt), list(ctx.catalog)
 
 
 def _mentions_ddl(text: str) -> bool:
@@ -163,15 +171,19 @@ def _scan_file(task: _Task) -> FileResult:
         result.issues.append(ScanIssue(task.rel, issue.line, issue.reason))
         return result
     assert text is not None
+    if task.dbt:
+        text = render_model(text, Path(task.path).stem, o.default_schema)
     catalog = Catalog(_CATALOG)
     ctx = SqlContext(o.dialect, catalog, o.default_database, o.default_schema)
     if Path(task.path).suffix.lower() in PY_SUFFIXES:
         from scanner.python_code import units_of_python
         units, issues, count = units_of_python(text, ctx, task.rel, o.limits)
     else:
-        units, issues, count = units_of_sql(text, ctx, task.rel, o.limits)
+        units, issues, count = units_of_sql(text, ctx, task.rel, o.limits, ddl_known=True)
+        if task.dbt:    # one model, one job: named after the model, as dbt's own integration types it
+            units = [replace(u, name=f"{task.rel}::{Path(task.path).stem}", integration="DBT", job_type="MODEL",
+                             object_name=u.outputs[0] if u.outputs else None) for u in units[:1]]
     result.units, result.issues, result.statements = units, issues, count
-    result.tables = list(ctx.learnt)
     return result
 
 
@@ -231,20 +243,22 @@ def scan(paths: Iterable[str | os.PathLike[str]] | str, *, dialect: str = "", de
     catalog = Catalog()
     for sf in schema_files:
         catalog.merge(load_schema_file(sf))
-    for tables in _map(_ddl_of, tasks, jobs, None):
-        for t in tables:
+    declared: list[tuple[str, TableSchema]] = []
+    for rel, learnt, known in _map(_ddl_of, tasks, jobs, None):
+        for t in known:
             catalog.add(t)
+        declared.extend((rel, t) for t in learnt)
     show = sys.stderr.isatty() if progress is None else progress
     on_done = (lambda n: _progress(n, len(tasks), sys.stderr)) if show and tasks else None
     files: list[FileResult] = _map(_scan_file, tasks, jobs, catalog, on_done)
     result = ScanResult(files=len(tasks))
     tables: dict[tuple, tuple[TableSchema, str]] = {}
+    for rel, t in declared:
+        tables.setdefault(t.table.key(), (catalog.lookup(t.table) or t, rel))
     for fr in files:
         result.units.extend(fr.units)
         result.issues.extend(fr.issues)
         result.statements += fr.statements
-        for t in fr.tables:
-            tables[t.table.key()] = (catalog.lookup(t.table) or t, fr.path)
     result.tables = [tables[k][0] for k in sorted(tables)]
     naming = Naming(namespace, job_namespace, tuple(namespace_map), repo_url)
     result.events = _events(result, tables, naming, catalog, state_path, event_time)

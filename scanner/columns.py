@@ -75,8 +75,10 @@ class ColumnTracer:
                 merged.append((name, expr, all_srcs))
             return merged
         select = scope.expression
+        if isinstance(select, exp.Subquery) and isinstance(select.this, exp.Select):
+            select = select.this
         if not isinstance(select, exp.Select):
-            return []
+            return self._table_function_outputs(scope, select)
         out = []
         for i, proj in enumerate(select.expressions):
             if isinstance(proj, exp.Star) or (isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star)):
@@ -85,6 +87,32 @@ class ColumnTracer:
             expr = proj.this if isinstance(proj, exp.Alias) else proj
             out.append((name, expr, self.expression_sources(scope, expr)))
         return out
+
+    def _table_function_outputs(self, scope: Scope, node: exp.Expression) -> list[tuple[str, exp.Expression, list[Src]]]:
+        """LATERAL VIEW explode(...), UNNEST(...), FLATTEN(...), JSON_TABLE(...): every output column is a
+        TRANSFORMATION of the columns the function reads (resolved where the function stands)."""
+        if isinstance(node, exp.Lateral) and isinstance(node.this, (exp.Subquery, exp.Select)):
+            inner = node.this.this if isinstance(node.this, exp.Subquery) else node.this
+            root = scope
+            while root.parent is not None:
+                root = root.parent
+            for candidate in root.traverse():
+                if candidate.expression is inner:
+                    return self.outputs(candidate)
+            return []
+        alias = node.args.get("alias")
+        names = [c.name for c in alias.columns] if isinstance(alias, exp.TableAlias) and alias.columns else []
+        if not names:
+            names = [alias.name] if isinstance(alias, exp.TableAlias) and alias.name else []
+            if isinstance(node, exp.Lateral) or "FLATTEN" in node.sql().upper()[:40]:
+                names += ["value", "key", "index", "path", "this", "seq"]
+        where = scope.parent or scope
+        srcs: list[Src] = []
+        for col in node.find_all(exp.Column):
+            for t, c, typ, _sub, m in self.resolve(where, col):
+                if typ == "DIRECT":
+                    srcs.append((t, c, "DIRECT", TRANSFORMATION, m))
+        return [(n, node, list(srcs)) for n in names]
 
     def output_map(self, scope: Scope) -> dict[str, list[Src]]:
         return {name.lower(): srcs for name, _e, srcs in self.outputs(scope)}
@@ -201,7 +229,12 @@ class ColumnTracer:
 
     def _from_source(self, source, name: str) -> list[Src]:
         if isinstance(source, Scope):
-            return list(self.output_map(source).get(name.lower(), []))
+            found = self.output_map(source).get(name.lower())
+            if found is not None:
+                return list(found)
+            # not among its named outputs: through a star no schema could expand, when it covers one source
+            star = self._star_source(source)
+            return self._from_source(star, name) if star is not None else []
         if isinstance(source, exp.Table):
             table = self.physical(source)
             if table is None:
@@ -236,6 +269,19 @@ class ColumnTracer:
             for src in sources:
                 out.extend(self._star_of(src))
         return out
+
+    def _star_source(self, scope: Scope):
+        """The one source an unexpanded ``*`` / ``t.*`` of ``scope`` selects from, else None."""
+        if scope.set_operation_scopes or not isinstance(scope.expression, exp.Select):
+            return None
+        covered = []
+        for proj in scope.expression.expressions:
+            if isinstance(proj, exp.Star):
+                covered.extend(src for _n, src in scope.selected_sources.values())
+            elif isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star):
+                covered.append(self._pick_source(scope, proj.table, "*"))
+        covered = [c for c in covered if c is not None]
+        return covered[0] if len(covered) == 1 else None
 
     def _star_of(self, source) -> list[Src]:
         if isinstance(source, exp.Table):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+
 from sqlglot.dialects.dialect import Dialect
 
-__all__ = ["canonical_dialect", "splits_on_keywords", "KNOWN_DIALECTS"]
+__all__ = ["canonical_dialect", "splits_on_keywords", "known_dialects"]
 
 #: Common names people use for sqlglot's dialects.
 ALIASES = {
@@ -18,9 +20,12 @@ ALIASES = {
     "sf": "snowflake", "rs": "redshift", "awsathena": "athena", "prestodb": "presto",
 }
 
-KNOWN_DIALECTS = sorted(set(Dialect.classes) | {a for a in ALIASES if a})
+def known_dialects() -> list[str]:
+    """Every name :func:`canonical_dialect` accepts (loads all of sqlglot's dialects: slow, for messages)."""
+    return sorted(set(Dialect.classes) | {a for a in ALIASES if a})
 
 
+@functools.lru_cache(maxsize=64)
 def canonical_dialect(name: str | None) -> str:
     """sqlglot's dialect name for ``name`` ('' is sqlglot's default, ANSI-like dialect).
 
@@ -28,8 +33,11 @@ def canonical_dialect(name: str | None) -> str:
     """
     key = (name or "").strip().lower()
     key = ALIASES.get(key, key)
-    if key and key not in Dialect.classes:
-        raise ValueError(f"unknown SQL dialect {name!r}; use one of: {', '.join(KNOWN_DIALECTS)}")
+    if key:
+        try:
+            Dialect.get_or_raise(key)
+        except ValueError:
+            raise ValueError(f"unknown SQL dialect {name!r}; use one of: {', '.join(known_dialects())}") from None
     return key
 
 

@@ -63,15 +63,60 @@ def _deadline(seconds: float):
 _COMPOUND = re.compile(r"([\w.\[\]\"]+)\s*([-+*/%|&^])=(?!=)")
 
 
+_INSERT_EXEC = re.compile(r"(?is)^(\s*INSERT\s+(?:INTO\s+)?[^\s(]+\s*(?:\([^)]*\))?\s*)EXEC(?:UTE)?\b.*$")
+_OUTPUT_INTO = re.compile(r"(?is)\bOUTPUT\s+(?:inserted|deleted|\$action)\b.*?\bINTO\s+[\w.\[\]#@]+(?:\s*\([^)]*\))?")
+_REPLACE_INTO = re.compile(r"(?is)^(\s*)REPLACE\s+INTO\b")
+
+
 def _dialect_fixups(text: str, dialect: str) -> str:
-    """Grammar sqlglot does not read, rewritten to equivalents: T-SQL ``SET a += b`` -> ``SET a = a + b``."""
-    if dialect in ("tsql", "fabric") and "=" in text:
-        return _COMPOUND.sub(lambda m: f"{m.group(1)} = {m.group(1)} {m.group(2)}", text)
+    """Grammar sqlglot does not read, rewritten to equivalents. T-SQL: ``SET a += b`` -> ``SET a = a + b``;
+    ``INSERT INTO t EXEC p`` -> an INSERT of unknown rows; ``OUTPUT ... INTO audit`` dropped. MySQL:
+    ``REPLACE INTO`` -> ``INSERT INTO``."""
+    if dialect in ("tsql", "fabric"):
+        if "=" in text:
+            text = _COMPOUND.sub(lambda m: f"{m.group(1)} = {m.group(1)} {m.group(2)}", text)
+        if "EXEC" in text.upper():
+            text = _INSERT_EXEC.sub(lambda m: f"{m.group(1)}SELECT NULL", text)
+        if "OUTPUT" in text.upper():
+            text = _OUTPUT_INTO.sub("", text)
+    elif dialect in ("mysql", "", "singlestore", "doris", "starrocks"):
+        text = _REPLACE_INTO.sub(lambda m: f"{m.group(1)}INSERT INTO", text)
     return text
 
 
+def _expand_multitable(tree: exp.Expression) -> list[exp.Expression]:
+    """``INSERT ALL INTO a ... INTO b ... SELECT`` (Snowflake, Oracle) and Hive's ``FROM src INSERT ... INSERT ...``
+    as one INSERT per target, each reading the shared source."""
+    if type(tree).__name__ != "MultitableInserts":
+        return [tree]
+    source = tree.args.get("source")
+    out: list[exp.Expression] = []
+    for item in tree.expressions:
+        insert = item.this if type(item).__name__ == "ConditionalInsert" else item
+        if not isinstance(insert, exp.Insert) or source is None:
+            continue
+        body = insert.expression
+        if isinstance(body, exp.Select) and body.args.get("from_") is None:
+            query = body.copy()
+            query.set("from_", exp.From(this=source.copy() if isinstance(source, exp.Table)
+                                        else exp.Subquery(this=source.copy(), alias=exp.TableAlias(
+                                            this=exp.to_identifier("_src")))))
+        elif isinstance(body, exp.Values) and body.expressions:
+            values = body.expressions[0].expressions
+            query = exp.Select(expressions=[v.copy() for v in values])
+            src = source.copy() if isinstance(source, exp.Table) else exp.Subquery(
+                this=source.copy(), alias=exp.TableAlias(this=exp.to_identifier("_src")))
+            query.set("from_", exp.From(this=src))
+        elif isinstance(source, exp.Select):
+            query = source.copy()      # INSERT ALL INTO t SELECT ...: every column of the source
+        else:
+            continue
+        out.append(exp.Insert(this=insert.this.copy(), expression=query, overwrite=insert.args.get("overwrite")))
+    return out
+
+
 #: Dialects whose grammar is tried, in order, when a statement does not parse in the configured one.
-PARSE_FALLBACKS = {"athena": ("hive", "trino"), "redshift": ("postgres",), "databricks": ("spark",),
+PARSE_FALLBACKS = {"athena": ("hive", "trino"), "redshift": ("postgres", "tsql"), "databricks": ("spark",),
                    "spark": ("databricks", "hive"), "hive": ("spark",), "trino": ("presto",), "presto": ("trino",),
                    "": ("mysql", "spark", "tsql"), "duckdb": ("postgres",), "postgres": ("redshift",),
                    "snowflake": ("",), "bigquery": ("",), "mysql": ("",), "oracle": ("",), "tsql": ("",)}
@@ -91,6 +136,21 @@ def _parse_with_fallback(text: str, dialect: str):
             except Exception:  # noqa: BLE001,S112
                 continue
         raise first
+
+
+_NOT_PLAIN = {"SELECT", "LIKE", "CLONE", "TEMP", "TEMPORARY", "VOLATILE", "GLOBAL", "LOCAL", "AS"}
+
+
+def _plain_ddl(chunk: Chunk) -> bool:
+    """``CREATE TABLE name (columns...)`` / ``ALTER TABLE`` of a permanent table: no lineage, only schema."""
+    words = [t.text.upper() for t in chunk.tokens[:4]]
+    if not words or words[0] not in ("CREATE", "ALTER") or "TABLE" not in words[1:4]:
+        return False
+    if any(t.text.startswith(("#", "@")) or t.token_type == T.PARAMETER for t in chunk.tokens[:8]):
+        return False
+    if words[0] == "ALTER":
+        return not any(t.text.upper() in ("RENAME", "SWAP", "EXCHANGE") for t in chunk.tokens)
+    return not any(t.text.upper() in _NOT_PLAIN for t in chunk.tokens)
 
 
 def _first_word(chunk: Chunk) -> str:
@@ -139,8 +199,10 @@ def job_name(rel_path: str, obj: str | None, ordinal: int | None = None) -> str:
 
 
 class _FileScanner:
-    def __init__(self, ctx: SqlContext, path: str, limits: Limits, line_offset: int = 0) -> None:
+    def __init__(self, ctx: SqlContext, path: str, limits: Limits, line_offset: int = 0,
+                 ddl_known: bool = False) -> None:
         self.ctx, self.path, self.limits, self.line_offset = ctx, path, limits, line_offset
+        self.ddl_known = ddl_known
         self.issues: list[ScanIssue] = []
         self.count = 0
 
@@ -159,12 +221,15 @@ class _FileScanner:
         if word in CONTROL or word in ("ELSE",):
             return self.control(chunk, line)
         self.count += 1
+        if self.ddl_known and _plain_ddl(chunk):
+            return []                # pass 1 read it into the catalog already
         out: list[StatementLineage] = []
         try:
             with _deadline(self.limits.statement_timeout_seconds):
                 trees = _parse_with_fallback(_dialect_fixups(chunk.text, self.ctx.dialect), self.ctx.dialect)
-                for tree in trees:
+                for tree in [one for parsed in trees for one in _expand_multitable(parsed)]:
                     if isinstance(tree, exp.Command):
+                        out.extend(self.command(tree, chunk, line, end))
                         continue
                     res = analyze_statement(tree, self.ctx, chunk.text.strip(), line, end)
                     if res is not None:
@@ -179,6 +244,17 @@ class _FileScanner:
             msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             self.issue(line, f"cannot parse ({type(exc).__name__}): {msg[:200]}")
         return out
+
+    def command(self, tree: exp.Command, chunk: Chunk, line: int, end: int) -> list[StatementLineage]:
+        """Statements sqlglot keeps as text: Redshift ``UNLOAD ('query') TO ...`` reads its query's tables."""
+        if tree.name.upper() != "UNLOAD":
+            return []
+        m = re.search(r"\(\s*'((?:[^']|'')*)'\s*\)", chunk.text, re.S)
+        if not m:
+            return []
+        inner, _issues = statements_of(m.group(1).replace("''", "'"), self.ctx, self.path, self.limits)
+        inputs = tuple(t for st in inner for t in st.inputs)
+        return [StatementLineage("UNLOAD", chunk.text.strip(), inputs, (), line=line, end_line=end)]
 
     def control(self, chunk: Chunk, line: int) -> list[StatementLineage]:
         """IF / WHILE conditions may read tables (EXISTS subqueries); DECLARE @t TABLE declares a temp."""
@@ -267,11 +343,11 @@ def _digest(text: str) -> str:
 
 
 def units_of_sql(text: str, ctx: SqlContext, rel_path: str, limits: Limits = DEFAULT_LIMITS,
-                 integration: str = "SQL", line_offset: int = 0,
-                 name_prefix: str | None = None) -> tuple[list[Unit], list[ScanIssue], int]:
+                 integration: str = "SQL", line_offset: int = 0, name_prefix: str | None = None,
+                 ddl_known: bool = False) -> tuple[list[Unit], list[ScanIssue], int]:
     """Jobs of one SQL text: a view or routine is one job named after the object; every other
     statement that writes (or, for SELECT, only reads) is one job named by its ordinal in the file."""
-    scanner = _FileScanner(ctx, rel_path, limits, line_offset)
+    scanner = _FileScanner(ctx, rel_path, limits, line_offset, ddl_known)
     units: list[Unit] = []
     try:
         chunks = scanner.chunks(text)

@@ -348,6 +348,10 @@ class _FunctionScanner:
         if name is None:
             self.unresolved.append(f"line {node.lineno}: {attr}() target not resolvable statically")
             return
+        schema_kw = next((k.value for k in node.keywords if k.arg == "schema"), None)
+        schema = self.string(schema_kw) if schema_kw is not None else None
+        if schema and "." not in name:
+            name = f"{schema}.{name}"
         target = self.scanner.ctx.full(_split_name(name))
         src_node = func.value if isinstance(func, ast.Attribute) else None
         # df.write.mode(...).saveAsTable -> walk down to the DataFrame

@@ -22,7 +22,7 @@ from scanner.files import statements_of
 from scanner.model import StatementLineage
 from scanner.sql import SqlContext
 
-__all__ = ["facts", "score", "Score", "format_scores"]
+__all__ = ["facts", "score", "Score", "format_scores", "analyze_case", "assert_case"]
 
 
 def facts(statements: Iterable[StatementLineage]) -> tuple[set[str], set[str], set[str]]:
@@ -38,6 +38,16 @@ def facts(statements: Iterable[StatementLineage]) -> tuple[set[str], set[str], s
                 for s in c.sources:
                     cols.add(f"{s.table.qualified}.{s.column} -> {target.qualified}.{c.column}".lower())
     return ins, outs, cols
+
+
+def assert_case(case: Mapping) -> None:
+    """Assert that a case's facts are exactly the expected ones (tests' helper)."""
+    ins, outs, cols = facts(analyze_case(case))
+    assert ins == {t.lower() for t in case["inputs"]}, (sorted(ins), case["inputs"])
+    assert outs == {t.lower() for t in case["outputs"]}, (sorted(outs), case["outputs"])
+    if "columns" in case:
+        expected = {" -> ".join(p.strip() for p in c.lower().split("->")) for c in case["columns"]}
+        assert cols == expected, (sorted(cols - expected), sorted(expected - cols))
 
 
 def analyze_case(case: Mapping, catalog: Catalog | None = None) -> list[StatementLineage]:

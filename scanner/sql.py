@@ -8,6 +8,7 @@ statement reading one reads what built it, and they are never reported as datase
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import sqlglot
@@ -70,9 +71,15 @@ def _create_is_temp(create: exp.Create) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=64)
+def dialect_of(name: str) -> Dialect:
+    """The sqlglot Dialect instance for a canonical name (cached: sqlglot resolves names on every call)."""
+    return Dialect.get_or_raise(name or None)
+
+
 def parse_statement(sql: str, dialect: str) -> list[exp.Expression]:
     """sqlglot's parse of one chunk (may hold several statements when no ';' separated them)."""
-    return [e for e in sqlglot.parse(sql, read=dialect or None) if e is not None]
+    return [e for e in sqlglot.parse(sql, read=dialect_of(dialect)) if e is not None]
 
 
 #: qualify options tried in turn: alias references expanded, then not, then columns left as written.
@@ -111,9 +118,29 @@ def _clean_expr(expr: exp.Expression, spell: _Spelling, dialect: str) -> str:
             return exp.Identifier(this=spell(node.this), quoted=False)
         return node
     try:
-        return expr.copy().transform(fix).sql(dialect=dialect or None)
+        return expr.copy().transform(fix).sql(dialect=dialect_of(dialect))
     except Exception:  # noqa: BLE001 - the text is informative only
         return expr.sql()
+
+
+def _identifier_function(table: exp.Table) -> TableName | None:
+    """``IDENTIFIER('db.t')`` / ``IDENTIFIER(db.t)`` (Snowflake, Databricks): the table it names, when constant."""
+    node = table.this
+    arg = None
+    if type(node).__name__ == "DynamicIdentifier":
+        arg = node.this
+    elif isinstance(node, exp.Anonymous) and node.name.lower() == "identifier" and len(node.expressions) == 1:
+        arg = node.expressions[0]
+    if isinstance(arg, exp.Literal) and arg.is_string:
+        text = arg.this
+    elif isinstance(arg, (exp.Column, exp.Identifier, exp.Dot)) and not arg.find(exp.Parameter, exp.Placeholder):
+        text = arg.sql()
+    else:
+        return None
+    parts = [p.strip('"`[]') for p in text.split(".")]
+    if not all(p and p[0] not in "$:?@" for p in parts):
+        return None
+    return TableName(*([""] * (3 - len(parts)) + parts[-3:]))
 
 
 class _Analyzer:
@@ -125,14 +152,15 @@ class _Analyzer:
 
     # -- names -----------------------------------------------------------------------------------
 
-    def written(self, table: exp.Table) -> TableName | None:
-        """A physical or temp table as written; None for table functions, CTE references, stages."""
+    def written(self, table: exp.Table, target: bool = False) -> TableName | None:
+        """A physical or temp table as written; None for table functions, stages and (unless it is the
+        statement's ``target``) CTE references."""
         if not isinstance(table.this, (exp.Identifier, exp.Parameter, exp.Dot)):
-            return None
+            return _identifier_function(table)
         name = table_name(table)
         if not name.name:
             return None
-        if not name.db and not name.catalog and name.name.lower() in self.cte_names:
+        if not target and not name.db and not name.catalog and name.name.lower() in self.cte_names:
             return None
         return name
 
@@ -214,14 +242,13 @@ class _Analyzer:
 
     def trace(self, query: exp.Expression) -> tuple[list[tuple[str, str, list[Src]]], list[Src]]:
         """``[(output name, expression text, sources)]`` and dataset-level indirect sources."""
-        query = query.copy()
         schema = self.schema_for(query)
         original = _plain_projections(query)
         qualified = None
         error: Exception | None = None
         for options in _QUALIFY_ATTEMPTS:
             try:
-                qualified = qualify(query.copy(), dialect=self.dialect or None, schema=schema or None, db=_DB,
+                qualified = qualify(query.copy(), dialect=dialect_of(self.dialect), schema=schema or None, db=_DB,
                                     catalog=_CAT, validate_qualify_columns=False, quote_identifiers=False,
                                     identify=False, **options)
                 break
@@ -239,14 +266,17 @@ class _Analyzer:
         sp = self.spell
         outs = []
         traced = tracer.outputs(root)
+        same = original is not None and len(original) == len(traced)
         for i, (name, e, srcs) in enumerate(traced):
-            text = _clean_expr(e, sp, self.dialect)
-            if original is not None and len(original) == len(traced):
+            if same:
                 proj = original[i]
-                text = proj.this.sql(dialect=self.dialect or None) if isinstance(proj, exp.Alias) else \
-                    proj.sql(dialect=self.dialect or None)
+                inner = proj.this if isinstance(proj, exp.Alias) else proj
+                text = inner.name if isinstance(inner, exp.Column) and not inner.table else \
+                    inner.sql(dialect=dialect_of(self.dialect))
                 if not isinstance(proj, (exp.Alias, exp.Column)):
                     name = text          # an unnamed expression is named by its text, as written
+            else:
+                text = _clean_expr(e, sp, self.dialect)
             outs.append((sp(name), text, [(t, sp(c), ty, sub, m) for t, c, ty, sub, m in srcs]))
         for t, c, ty, sub, m in tracer.star_sources(root):
             outs.append(("*", "*", [(t, sp(c), ty, sub, m)]))
@@ -334,6 +364,11 @@ class _Analyzer:
             return self.alter(s)
         if isinstance(s, exp.Copy):
             return self.copy(s)
+        if isinstance(s, exp.Cache) and isinstance(s.this, exp.Table) and s.expression is not None:
+            target = self.written(s.this, True)     # Spark CACHE TABLE t AS SELECT: a temporary view
+            if target is not None:
+                self.ctx.temps[_temp_key(target)] = TempTable([], {}, [])
+            return self.write(target, "CACHE", s.expression, None, temp=True)
         if isinstance(s, exp.Use):
             target = s.this
             self.ctx.use_db = (target.name if isinstance(target, exp.Expression) else str(target or "")) or ""
@@ -360,18 +395,18 @@ class _Analyzer:
                 into = first.args["into"]
                 first.set("into", None)
                 s.set("into", into)
-                target = self.written(into.this) if isinstance(into.this, exp.Table) else None
+                target = self.written(into.this, True) if isinstance(into.this, exp.Table) else None
                 temp = bool(into.args.get("temporary")) or (target is not None and _is_temp_ref(target, self.ctx))
                 query = s.copy()
                 query.set("into", None)
                 return self.write(target, "SELECT_INTO", query, None, temp=temp)
         if into is not None and isinstance(into.this, exp.Table):
-            target = self.written(into.this)
+            target = self.written(into.this, True)
             query = s.copy()
             query.set("into", None)
             temp = bool(into.args.get("temporary")) or (target is not None and _is_temp_ref(target, self.ctx))
             return self.write(target, "SELECT_INTO", query, None, temp=temp)
-        return self.result("SELECT", self.tables_read(s), [])
+        return self.write(None, "SELECT", s, None)
 
     def insert(self, s: exp.Insert) -> StatementLineage:
         this = s.this
@@ -386,7 +421,7 @@ class _Analyzer:
             query.set("with_", with_.copy())
         if not isinstance(this, exp.Table):
             return self.result("INSERT", self.tables_read(query), [])
-        target = self.written(this)
+        target = self.written(this, True)
         kind = "INSERT_OVERWRITE" if s.args.get("overwrite") else "INSERT"
         return self.write(target, kind, query, cols)
 
@@ -414,7 +449,7 @@ class _Analyzer:
                 and "VIEW" not in kind and kind != "TABLE":
             return None
         query = s.expression
-        target = self.written(this)
+        target = self.written(this, True)
         if query is None:
             if target is None or _is_temp_ref(target, self.ctx) or _create_is_temp(s):
                 return None
@@ -461,7 +496,7 @@ class _Analyzer:
 
     def merge(self, s: exp.Merge) -> StatementLineage:
         target_exp, using, on = s.this, s.args.get("using"), s.args.get("on")
-        target = self.written(target_exp) if isinstance(target_exp, exp.Table) else None
+        target = self.written(target_exp, True) if isinstance(target_exp, exp.Table) else None
         inputs = self.tables_read(using) + self.tables_read(on)
         cols: dict[str, tuple[str, list[Src]]] = {}
         indirect: list[Src] = []
@@ -507,7 +542,7 @@ class _Analyzer:
         target_exp = s.this
         if not isinstance(target_exp, exp.Table):
             return self.result("UPDATE", self.tables_read(s), [])
-        target = self.written(target_exp)
+        target = self.written(target_exp, True)
         from_ = s.args.get("from_") or s.args.get("from")
         from_tables: list[exp.Table] = []
         if from_ is not None:
@@ -562,7 +597,7 @@ class _Analyzer:
 
     def delete(self, s: exp.Delete) -> StatementLineage:
         target_exp = s.this
-        target = self.written(target_exp) if isinstance(target_exp, exp.Table) else None
+        target = self.written(target_exp, True) if isinstance(target_exp, exp.Table) else None
         inputs = []
         for key in ("using", "where"):
             node = s.args.get(key)
@@ -615,7 +650,7 @@ def analyze_statement(stmt: exp.Expression, ctx: SqlContext, sql: str = "", line
     result = _Analyzer(stmt, ctx).analyze()
     if result is None:
         return None
-    return StatementLineage(result.kind, sql or stmt.sql(dialect=ctx.dialect or None), result.inputs,
+    return StatementLineage(result.kind, sql or stmt.sql(dialect=dialect_of(ctx.dialect)), result.inputs,
                             result.outputs, result.columns, result.dataset_indirect, line,
                             end_line if end_line is not None else line, result.warnings)
 
@@ -635,8 +670,6 @@ def analyze_sql(sql: str, dialect: str = "", *, catalog: Catalog | None = None, 
     return results
 
 
-def _dialect_obj(name: str) -> Dialect:
-    return Dialect.get_or_raise(name or None)
 
 
 __all__ += ["SqlglotError", "IDENTITY"]

@@ -95,5 +95,5 @@ def test_unresolvable_write_target_is_reported_not_guessed() -> None:
     units, _ = _units()
     u = units["jobs/etl.py::pandas_write"]
     assert {str(t) for t in u.inputs} == {"stage.items"}
-    assert {str(t) for t in u.outputs} == {"items_copy"}
+    assert {str(t) for t in u.outputs} == {"mart.items_copy"}
     assert any("to_sql() target not resolvable" in x for x in u.unresolved)

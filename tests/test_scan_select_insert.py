@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from scanner.score import analyze_case, facts
+from scanner.score import analyze_case, assert_case
 
 pytestmark = pytest.mark.unit
 
@@ -84,11 +84,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_case(case: dict) -> None:
-    ins, outs, cols = facts(analyze_case(case))
-    assert ins == {t.lower() for t in case["inputs"]}
-    assert outs == {t.lower() for t in case["outputs"]}
-    if "columns" in case:
-        assert cols == {c.lower() for c in case["columns"]}
+    assert_case(case)
 
 
 def test_transformation_types_and_expression_text() -> None:
