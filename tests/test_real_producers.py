@@ -529,9 +529,10 @@ def test_unfilled_template_facets_do_not_fail_the_batch(pg_dsn: str, tmp_path: P
     good = by_id("airflow/line_03.json#0")
     graph = Graph(_load(pg_dsn, _write_jsonl(tmp_path / "events.jsonl", [good, *events])))
     assert graph.value("SELECT count(*) FROM lineage_events") == 1 + len(events)
-    # a parent runId that is no UUID breaks ParentRunFacet: the facet is dropped (validation.facet), the run kept
+    # a parent runId that is no UUID only breaks a format annotation: the facet is kept, the parent job linked
     model = graph.run_of("dbt-test-namespace", "model.jaffle_shop.orders")
-    assert model["parent_run_id"] is None and model["parent_job_id"] is None
+    assert model["parent_run_id"] is None and model["parent_job_id"] == job_id("dbt-test-namespace",
+                                                                               "dbt-run-jaffle_shop")
 
 
 @pytest.mark.integration
