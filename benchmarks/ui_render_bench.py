@@ -25,9 +25,6 @@ from urllib.parse import quote
 
 import psycopg
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 NS = "bench://warehouse"
 
 
@@ -55,6 +52,8 @@ def build_graph(dsn: str, nodes: int) -> str:
 
 def measure(url: str, root: str, repeat: int) -> list[dict]:
     from playwright.sync_api import sync_playwright
+
+    from tests.test_web_ui import CHROMIUM, CHROMIUM_ARGS
 
     out = []
     with sync_playwright() as p:
