@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -77,6 +78,8 @@ def create_app(settings: ApiSettings) -> FastAPI:
         redoc_url=None,
     )
     app.state.settings = settings
+    #: Set when the server begins a graceful stop (api.server): streaming responses end on it.
+    app.state.stopping = threading.Event()
     if settings.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 

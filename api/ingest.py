@@ -3,8 +3,9 @@
 The path the OpenLineage clients' HTTP transport posts to (``OPENLINEAGE_URL=<http_url>``). The body is
 one event, or a JSON array of events (a batch: one result per event, in order).
 
-- Validation is the stream's own (:func:`schemas.validate.validate_event`): a core error rejects the
-  event (400 for a single event, naming the field); the processor validates again and stores.
+- Validation is the stream's own (:func:`schemas.validate.validate_openlineage_event`, the entry point the
+  decoder uses): a core error rejects the event (400 for a single event, naming the field); the processor
+  validates again and stores.
 - Each accepted event is published as UTF-8 JSON (what the official Kafka transport sends, the bytes of
   a single-event body as they came) with the official transport's key (:func:`producers.keys.message_key`),
   by an idempotent ``acks=all`` producer. The response is sent only after the broker acknowledged
@@ -22,14 +23,15 @@ one event, or a JSON array of events (a batch: one result per event, in order).
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from api.body import BodyError, read_body
-from api.deps import get_settings, require_write_key
+from api.deps import require_write_key
 from api.producer import Delivered, DeliveryFailure, Message
 from api.settings import ApiSettings
 from producers.keys import message_key
@@ -38,6 +40,9 @@ from schemas.errors import LineageError
 __all__ = ["router", "check_event", "Checked"]
 
 router = APIRouter(tags=["ingest"])
+log = logging.getLogger(__name__)
+#: Bodies larger than this are parsed and validated in a worker thread, so the event loop keeps serving.
+_THREAD_BODY_BYTES = 256 * 1024
 
 _JSON_TYPES = ("application/json", "text/json")
 _REQUEST_BODY = {
@@ -63,30 +68,34 @@ class Checked:
     dropped: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _violations(document: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """``(document to publish, dropped facets)``: standard facets that break their schema, removed.
+def _validate(document: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``(event, dropped facets)`` by the stream's validation entry point.
 
-    Uses :func:`schemas.validate.facet_violations` when the schemas package provides it (facet
-    validation); without it nothing is dropped here and the processor applies what it knows.
+    :func:`schemas.validate.validate_openlineage_event` (core checks, then standard facets: a facet that
+    breaks its schema is left out of the returned event and reported) when the schemas package has it;
+    otherwise :func:`schemas.validate.validate_event` (core checks only, nothing dropped).
+    Core errors raise :class:`schemas.errors.EventValidationError`.
     """
     from schemas import validate
 
-    check = getattr(validate, "drop_invalid_facets", None)
-    if check is None:
-        return document, []
-    cleaned, violations = check(document)
-    dropped = [{"facet": v.facet, "path": v.facet_path, "message": v.message} for v in violations]
-    return cleaned, dropped
+    full = getattr(validate, "validate_openlineage_event", None)
+    if full is None:
+        return validate.validate_event(document), []
+    event, violations = full(document)
+    return event, [{"facet": v.facet, "path": v.path, "facet_path": v.facet_path, "message": v.message[:2000]}
+                   for v in violations]
 
 
 def check_event(index: int, document: Any, raw: bytes | None = None) -> Checked:
-    """Validate one event with the stream's validation; the message value and key when it passes."""
-    from schemas.validate import validate_event
+    """Validate one event with the stream's validation; the message value and key when it passes.
+
+    The value is the event as sent (``raw``: the body's own bytes for a single event); with dropped
+    facets, the validated event without them (the stream then finds nothing more to drop)."""
     from sink.fastjson import dumps_compact
 
     item = Checked(index, document)
     try:
-        validate_event(document)
+        published, item.dropped = _validate(document)
     except LineageError as exc:
         item.error = exc
         return item
@@ -94,7 +103,8 @@ def check_event(index: int, document: Any, raw: bytes | None = None) -> Checked:
         item.error = LineageError("the event is nested too deeply", code="decode.too_deep", field="$")
         item.error.__cause__ = exc
         return item
-    published, item.dropped = _violations(document)
+    if not item.dropped:
+        published = document
     item.value = raw if raw is not None and not item.dropped else dumps_compact(published).encode("utf-8")
     item.key = message_key(published)
     return item
@@ -115,6 +125,14 @@ def _parse(body: bytes) -> Any:
         raise BodyError(400, "the JSON body is nested too deeply") from exc
     except (ValueError, UnicodeDecodeError) as exc:
         raise BodyError(400, f"the body is not valid JSON: {exc}") from exc
+
+
+def _check_body(body: bytes) -> tuple[bool, list[Checked]]:
+    """``(is a batch, checked events)`` of a request body."""
+    document = _parse(body)
+    if isinstance(document, list):
+        return True, [check_event(i, doc) for i, doc in enumerate(document)]
+    return False, [check_event(0, document, raw=body)]
 
 
 def _check_content_type(request: Request) -> None:
@@ -148,6 +166,8 @@ def _dead_letters(settings: ApiSettings, items: list[Checked], acks: dict[int, D
                       "topic": ack.topic, "partition": ack.partition, "offset": ack.offset,
                       "error_class": "FacetValidationError", "error_code": "validation.facet",
                       "message": dropped["message"], "field": dropped["path"], "failed_at": datetime.now(UTC)}
+            # the stream's record of a dropped facet (stream_processor/decode.py): code validation.facet,
+            # field = the violation's JSON path, value = the event as sent; coordinates = the published event
             out.append(Message(settings.topic_dlq, encode_record("dead_letter", record), item.key))
     return out
 
@@ -156,18 +176,23 @@ async def _publish(request: Request, settings: ApiSettings, items: list[Checked]
                    ) -> tuple[dict[int, Delivered], dict[int, DeliveryFailure]]:
     producer = request.app.state.producer
     accepted = [i for i in items if i.error is None]
-    futures = producer.send([Message(settings.topic_events, i.value, i.key) for i in accepted])  # type: ignore[arg-type]
+    sent = producer.send([Message(settings.topic_events, i.value, i.key) for i in accepted])  # type: ignore[arg-type]
     wait = settings.delivery_timeout_seconds + 2.0
     try:
-        results = await asyncio.wait_for(asyncio.gather(*futures), wait)
-    except TimeoutError:
-        results = [f.result() if f.done() else DeliveryFailure("_TIMED_OUT", f"no acknowledgement in {wait:.0f}s")
-                   for f in futures]
+        results = await asyncio.wait_for(sent, wait)
+    except TimeoutError:  # librdkafka's own delivery timeout should have answered first
+        results = [DeliveryFailure("_TIMED_OUT", f"no acknowledgement in {wait:.0f}s")] * len(accepted)
     acks = {i.index: r for i, r in zip(accepted, results, strict=True) if isinstance(r, Delivered)}
     failures = {i.index: r for i, r in zip(accepted, results, strict=True) if isinstance(r, DeliveryFailure)}
     letters = _dead_letters(settings, accepted, acks)
-    if letters:
-        await asyncio.wait_for(asyncio.gather(*producer.send(letters)), wait)
+    if letters:  # the events are stored either way: a dead letter that fails is logged, not answered
+        try:
+            lost = [r for r in await asyncio.wait_for(producer.send(letters), wait) if isinstance(r, DeliveryFailure)]
+        except TimeoutError:
+            lost = letters  # type: ignore[assignment]
+        if lost:
+            log.error("%d dead-letter record(s) of dropped facets were not acknowledged by %s", len(lost),
+                      settings.topic_dlq)
     return acks, failures
 
 
@@ -206,14 +231,15 @@ def _count(request: Request, results: list[dict[str, Any]]) -> None:
                415: {"description": "not JSON, or an unsupported Content-Encoding"},
                503: {"description": "the broker is unavailable; Retry-After says when to retry"}},
 )
-async def post_lineage(request: Request, settings: Annotated[ApiSettings, Depends(get_settings)],
-                       _key: Annotated[None, Depends(require_write_key)]) -> Response:
+async def post_lineage(request: Request) -> Response:
+    settings: ApiSettings = request.app.state.settings
+    require_write_key(request, settings)  # called directly: FastAPI's dependency solving costs per request
     _check_content_type(request)
     body = await read_body(request, settings.max_body_bytes)
-    document = _parse(body)
-    batch = isinstance(document, list)
-    items = ([check_event(i, doc) for i, doc in enumerate(document)] if batch
-             else [check_event(0, document, raw=body)])
+    if len(body) > _THREAD_BODY_BYTES:
+        batch, items = await asyncio.to_thread(_check_body, body)
+    else:
+        batch, items = _check_body(body)
     if not batch and items[0].error is not None:
         _count(request, [{"status": "rejected"}])
         return JSONResponse({"detail": str(items[0].error), **_error_body(items[0].error)}, status_code=400)

@@ -5,7 +5,8 @@ Routes (all ``GET``, under ``/api/v1``): ``/namespaces``, ``/namespaces/{ns}``, 
 ``.../datasets/{name}``, ``.../datasets/{name}/versions``, ``.../versions/{version}``,
 ``/namespaces/{ns}/jobs``, ``.../jobs/{name}``, ``.../jobs/{name}/runs``, ``/jobs/runs/{id}``,
 ``/lineage?nodeId=dataset:{ns}:{name}&depth=N``, ``/column-lineage?nodeId=...&depth=N&withDownstream=``,
-``/events/lineage`` (and ``/events``, what ``marquez-python``'s ``list_events`` calls). Names holding
+``/events/lineage`` (and ``/events``, what ``marquez-python``'s ``list_events`` calls). A ``/lineage``
+answer holds at most :data:`MAX_GRAPH_NODES` nodes, the nearest to the start node. Names holding
 ``/`` are sent percent-encoded (:mod:`api.paths`).
 
 Mapping from the graph: a dataset's ``type`` is ``DB_TABLE`` (``STREAM`` for stream nodes), its
@@ -36,6 +37,8 @@ Conn = Annotated[Any, Depends(get_conn)]
 Limit = Annotated[int, Query(ge=1, le=1000)]
 Offset = Annotated[int, Query(ge=0)]
 
+#: At most this many nodes in a /lineage answer (the nearest to the start node are kept).
+MAX_GRAPH_NODES = 2000
 _RUN_STATES = {"START": "RUNNING", "RUNNING": "RUNNING", "OTHER": "RUNNING", "COMPLETE": "COMPLETED",
                "FAIL": "FAILED", "ABORT": "ABORTED"}
 
@@ -300,8 +303,11 @@ def _walk_both(conn: Any, label: str, depth: int) -> tuple[Any, list[Any], list[
         raise HTTPException(404, str(exc)) from exc
     except QueryError as exc:
         raise HTTPException(400, str(exc)) from exc
-    hits = {h.node.node_id: h.node for h in [*up.hits, *down.hits]}
-    hits[up.root.node_id] = up.root
+    hits = {up.root.node_id: up.root}
+    for hit in sorted([*up.hits, *down.hits], key=lambda h: h.steps):  # nearest first, within the budget
+        if len(hits) >= MAX_GRAPH_NODES:
+            break
+        hits.setdefault(hit.node.node_id, hit.node)
     edges = {(e.source_id, e.target_id): e for e in [*up.edges, *down.edges] if e.kind in ("reads", "writes")}
     return up.root, list(hits.values()), list(edges.values())
 
@@ -323,13 +329,10 @@ def get_lineage(conn: Conn, nodeId: str, depth: Annotated[int, Query(ge=1, le=50
             edge = {"origin": ids[e.source_id], "destination": ids[e.target_id]}
             outs.setdefault(e.source_id, []).append(edge)
             ins.setdefault(e.target_id, []).append(edge)
-    datasets = {n.node_id for n in nodes if n.kind == "dataset"}
-    jobs = [n for n in nodes if n.kind == "job"]
     data: dict[str, Any] = {}
-    for r in (mq.get_dataset(conn, n.namespace, n.name) for n in nodes if n.node_id in datasets):
-        if r is not None:
-            data[str(r["dataset_id"])] = _dataset(r)
-    job_rows = [r for r in (mq.get_job(conn, n.namespace, n.name) for n in jobs) if r is not None]
+    for r in mq.get_datasets(conn, [n.node_id for n in nodes if n.kind == "dataset"]):
+        data[str(r["dataset_id"])] = _dataset(r)
+    job_rows = mq.get_jobs(conn, [n.node_id for n in nodes if n.kind == "job"])
     for r, shaped in zip(job_rows, _jobs(conn, job_rows), strict=True):
         data[str(r["job_id"])] = shaped
     graph = [{"id": ids[n.node_id], "type": "JOB" if n.kind == "job" else "DATASET",
@@ -348,7 +351,7 @@ def get_column_lineage(conn: Conn, nodeId: str, depth: Annotated[int, Query(ge=1
     kind, namespace, name, field = parse_node_id(nodeId)
     if kind == "job":
         rows = mq.job_datasets(conn, [job_id(namespace, name)])
-        roots = [(dataset_id(r["namespace"], r["name"]), None) for r in rows if r["direction"] == "output"]
+        roots: list[tuple[str, str | None]] = [(dataset_id(r["namespace"], r["name"]), None) for r in rows if r["direction"] == "output"]
     else:
         if mq.get_dataset(conn, namespace, name) is None:
             raise _not_found(f"dataset {namespace}/{name}")

@@ -1,10 +1,11 @@
 """``AckingProducer``: an idempotent Kafka producer whose sends are awaited until the broker acknowledges.
 
 One confluent-kafka producer (``acks=all``, ``enable.idempotence=true``) shared by every request.
-:meth:`AckingProducer.send` queues messages and returns asyncio futures that a background thread
-resolves from librdkafka's delivery reports (``poll``), so the event loop never blocks on the broker
-and many requests share one batch. A future resolves to a :class:`Delivered` (partition and
-offset the broker acknowledged) or to a :class:`DeliveryFailure` (the librdkafka error name and text).
+:meth:`AckingProducer.send` queues messages and returns one asyncio future that a background thread
+resolves from librdkafka's delivery reports (``poll``) once the last of them is in (one loop wake-up per
+call, not per message), so the event loop never blocks on the broker and concurrent requests share
+batches. Each message's result is a :class:`Delivered` (partition and offset the broker acknowledged)
+or a :class:`DeliveryFailure` (the librdkafka error name and text).
 
 Broker down: librdkafka's ``_ALL_BROKERS_DOWN`` error marks the producer unavailable
 (:attr:`AckingProducer.available` is False) so requests are refused at once (503) instead of each
@@ -85,32 +86,45 @@ class AckingProducer:
                     log.warning("Kafka reachable again")
                     self.available = True
 
-    def send(self, messages: Sequence[Message]) -> list[asyncio.Future[Delivered | DeliveryFailure]]:
-        """Queue ``messages`` (in order); one future per message, resolved on the running loop."""
+    def send(self, messages: Sequence[Message]) -> asyncio.Future[list[Delivered | DeliveryFailure]]:
+        """Queue ``messages`` (in order); one future for all of them, resolved on the running loop with one
+        result per message once the last delivery report is in (one loop wake-up per call, not per message)."""
         loop = asyncio.get_running_loop()
-        futures: list[asyncio.Future[Delivered | DeliveryFailure]] = []
-        for msg in messages:
-            future: asyncio.Future[Delivered | DeliveryFailure] = loop.create_future()
-            futures.append(future)
+        future: asyncio.Future[list[Delivered | DeliveryFailure]] = loop.create_future()
+        results: list[Delivered | DeliveryFailure | None] = [None] * len(messages)
+        pending = [len(messages)]
+        lock = threading.Lock()
 
-            def on_delivery(err: KafkaError | None, kmsg: Any, future: asyncio.Future[Any] = future) -> None:
+        def settle(index: int, result: Delivered | DeliveryFailure) -> None:
+            results[index] = result
+            with lock:
+                pending[0] -= 1
+                done = pending[0] == 0
+            if done:
+                loop.call_soon_threadsafe(_resolve, future, results)
+
+        def reporter(index: int) -> Any:
+            def on_delivery(err: KafkaError | None, kmsg: Any) -> None:
                 if err is None:
                     self.available = True
-                    result: Any = Delivered(kmsg.topic(), kmsg.partition(), kmsg.offset())
+                    settle(index, Delivered(kmsg.topic(), kmsg.partition(), kmsg.offset()))
                 else:
-                    result = DeliveryFailure(err.name(), err.str())
-                loop.call_soon_threadsafe(_resolve, future, result)
+                    settle(index, DeliveryFailure(err.name(), err.str()))
+            return on_delivery
 
+        if not messages:
+            future.set_result([])
+        for index, msg in enumerate(messages):
             try:
                 self._producer.produce(msg.topic, value=msg.value, key=msg.key,
-                                       headers=list(msg.headers) if msg.headers else None, on_delivery=on_delivery)
+                                       headers=list(msg.headers) if msg.headers else None,
+                                       on_delivery=reporter(index))
             except BufferError:
-                future.set_result(DeliveryFailure("_QUEUE_FULL", "the local producer queue is full"))
+                settle(index, DeliveryFailure("_QUEUE_FULL", "the local producer queue is full"))
             except KafkaException as exc:
                 error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-                future.set_result(DeliveryFailure(error.name() if error else "PRODUCE",
-                                                  error.str() if error else str(exc)))
-        return futures
+                settle(index, DeliveryFailure(error.name() if error else "PRODUCE", error.str() if error else str(exc)))
+        return future
 
     def broker_reachable(self, timeout_seconds: float = 2.0) -> bool:
         """True when the cluster's metadata can be fetched within ``timeout_seconds``."""
@@ -129,4 +143,4 @@ class AckingProducer:
 
 def _resolve(future: asyncio.Future[Any], result: Any) -> None:
     if not future.done():  # a request that was cancelled (client gone) no longer waits
-        future.set_result(result)
+        future.set_result(list(result))

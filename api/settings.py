@@ -59,7 +59,8 @@ class ApiSettings(KafkaSecurity, BaseSettings):
     delivery_timeout_seconds: float = Field(
         10.0, gt=0, description="how long ingest waits for the broker's acknowledgement, seconds; then 503")
     retry_after_seconds: int = Field(5, ge=1, description="Retry-After of a 503, seconds")
-    linger_ms: int = Field(5, ge=0, description="producer linger.ms, milliseconds")
+    linger_ms: int = Field(0, ge=0, description="producer linger.ms, milliseconds (0: a lone request is not held back; "
+                           "concurrent requests still share batches while earlier ones are in flight)")
     compression_type: str = Field("lz4", description="producer compression.type")
 
     @field_validator("api_keys", "cors_origins", mode="before")

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 __all__ = [
-    "list_namespaces", "get_namespace", "list_datasets", "get_dataset", "list_dataset_versions",
+    "list_namespaces", "get_namespace", "list_datasets", "get_dataset", "get_datasets", "get_jobs", "list_dataset_versions",
     "get_dataset_version", "list_jobs", "get_job", "job_datasets", "list_runs", "get_run", "run_io",
     "latest_runs", "list_events", "column_lineage_edges", "dataset_fields",
 ]
@@ -77,6 +77,11 @@ def get_dataset(conn: Any, namespace: str, name: str) -> dict[str, Any] | None:
     return _one(conn, _DATASET + " WHERE d.namespace = %(ns)s AND d.name = %(name)s", {"ns": namespace, "name": name})
 
 
+def get_datasets(conn: Any, dataset_ids: list[str]) -> list[dict[str, Any]]:
+    """Several datasets by id, in one query (the lineage graph's nodes)."""
+    return _rows(conn, _DATASET + " WHERE d.dataset_id = ANY(%(ids)s::uuid[])", {"ids": dataset_ids})
+
+
 def dataset_fields(conn: Any, dataset_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
     """``{dataset_id: fields}`` of several datasets (the column lineage nodes' types)."""
     rows = _rows(conn, "SELECT dataset_id::text AS id, fields FROM lineage_datasets WHERE dataset_id = ANY(%(ids)s::uuid[])",
@@ -126,6 +131,11 @@ def list_jobs(conn: Any, namespace: str, limit: int, offset: int) -> tuple[list[
 
 def get_job(conn: Any, namespace: str, name: str) -> dict[str, Any] | None:
     return _one(conn, _JOB + " WHERE j.namespace = %(ns)s AND j.name = %(name)s", {"ns": namespace, "name": name})
+
+
+def get_jobs(conn: Any, job_ids: list[str]) -> list[dict[str, Any]]:
+    """Several jobs by id, in one query (the lineage graph's nodes)."""
+    return _rows(conn, _JOB + " WHERE j.job_id = ANY(%(ids)s::uuid[])", {"ids": job_ids})
 
 
 def job_datasets(conn: Any, job_ids: list[str]) -> list[dict[str, Any]]:

@@ -121,6 +121,10 @@ def test_hostile_bodies_get_the_right_status_and_the_server_stays_healthy(server
 
     assert requests.get(f"{server}/healthz", timeout=10).status_code == 200
     assert _post(server, good).status_code == 201
+    big = json.dumps([run_event(job=f"big_{i}") for i in range(800)]).encode()  # > 256 kB: checked off the loop
+    assert len(big) > 256 * 1024
+    answer = _post(server, big)
+    assert answer.status_code == 200 and answer.json()["accepted"] == 800
     metrics = requests.get(f"{server}/metrics", timeout=10).text
     assert 'lineage_http_requests_total{method="POST",route="/api/v1/lineage",status="413"}' in metrics
 
@@ -138,3 +142,45 @@ def test_broker_down_is_503_with_retry_after(pg_dsn: str) -> None:
         assert int(answer.headers["Retry-After"]) > 0
         health = requests.get(f"{url}/healthz", timeout=15)
         assert health.status_code == 503 and health.json()["broker"] == "unreachable"
+
+
+def test_a_standard_facet_that_breaks_its_schema_is_dropped_reported_and_dead_lettered(
+        server: str, kafka_bootstrap: str, topic_names: dict[str, str]) -> None:
+    from schemas import validate
+
+    if not hasattr(validate, "validate_openlineage_event"):
+        pytest.skip("this schemas package has no standard-facet validation (validate_openlineage_event)")
+    from stream_processor.publish import decode_record
+
+    event = run_event(job="facets")
+    bad_owner = {"_producer": "https://example.com/p", "_schemaURL":
+                 "https://openlineage.io/spec/facets/1-0-1/OwnershipDatasetFacet.json#/$defs/OwnershipDatasetFacet",
+                 "owners": "not-a-list"}
+    event["outputs"][0]["facets"] = {"ownership": bad_owner}
+    answer = _post(server, json.dumps(event).encode())
+    assert answer.status_code == 201, answer.text
+    dropped = answer.json()["dropped_facets"]
+    assert [(d["facet"], d["facet_path"]) for d in dropped] == [("ownership", "outputs[0].facets.ownership")]
+
+    [(key, published)] = _read(kafka_bootstrap, topic_names["events"], 1)
+    assert "ownership" not in (published["outputs"][0].get("facets") or {})
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": f"g{uuid.uuid4().hex}"})
+    dlq = topic_names["dlq"]
+    consumer.assign([TopicPartition(dlq, p, OFFSET_BEGINNING) for p in range(3)])
+    try:
+        records = []
+
+        def found() -> bool:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                records.append(decode_record(msg.value())[1])
+            return bool(records)
+        assert_eventually(found, timeout=30, interval=0, message="dead-letter record")
+    finally:
+        consumer.close()
+    assert records[0]["error_code"] == "validation.facet"
+    assert records[0]["field"].startswith("outputs[0].facets.ownership")
+    assert records[0]["topic"] == topic_names["events"] and json.loads(records[0]["value"]) == event
+    assert key == "run:test/facets"

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -91,10 +92,14 @@ def test_up_writes_endpoints_refuses_a_second_up_and_stops_on_sigterm(tmp_path: 
                           message="endpoints.json not written")
         assert first.poll() is None, first.stderr.read() if first.stderr else ""
         endpoints = json.loads(endpoints_path.read_text())
-        assert set(endpoints) == {"kafka_bootstrap", "postgres_dsn", "metrics_url", "parquet_dir", "topics", "pids"}
+        assert set(endpoints) == {"kafka_bootstrap", "postgres_dsn", "metrics_url", "parquet_dir", "topics", "pids",
+                                  "http_url"}
         assert set(endpoints["topics"]) == {"events", "enriched", "graph", "dlq"}
         assert endpoints["topics"]["events"] == "openlineage.events"
-        assert set(endpoints["pids"]) == {"broker", "processor"} and endpoints["pids"]["broker"] > 0
+        assert set(endpoints["pids"]) == {"broker", "processor", "server"} and endpoints["pids"]["broker"] > 0
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+", endpoints["http_url"])
+        with urllib.request.urlopen(endpoints["http_url"] + "/healthz", timeout=10) as health:
+            assert json.loads(health.read()) == {"status": "ok", "database": "ok", "broker": "ok"}
         assert endpoints["pids"]["processor"] is None
         assert re.fullmatch(r"127\.0\.0\.1:\d+", endpoints["kafka_bootstrap"])
         assert endpoints["postgres_dsn"].startswith("postgresql://")
@@ -116,7 +121,7 @@ def test_up_writes_endpoints_refuses_a_second_up_and_stops_on_sigterm(tmp_path: 
         _, err = first.communicate(timeout=90)
         assert first.returncode == 0, err
         assert not endpoints_path.exists()
-        assert not (data_dir / "postgres" / "postmaster.pid").exists()  # PostgreSQL stopped too
+        assert not (data_dir / "postgres" / "postmaster.pid").exists(), err  # PostgreSQL stopped too
         assert_eventually(lambda: not listening(broker_port), timeout=15, message="broker still listening")
     finally:
         if first.poll() is None:

@@ -2,7 +2,9 @@
 
 Starts, in order: the embedded broker (unless ``--bootstrap-servers``), the embedded PostgreSQL
 under ``DIR/postgres`` (unless ``--postgres-dsn``), the processor as a child process
-(``python -m lineage process ...``, when that subcommand is installed) and, with ``--demo``
+(``python -m lineage process ...``, when that subcommand is installed), the HTTP server (API and web UI,
+``python -m lineage serve``, unless ``--no-serve``; its URL is printed and written to endpoints.json as
+``http_url``) and, with ``--demo``
 (default), synthetic traffic in a thread. Once the servers answer it writes
 ``DIR/endpoints.json`` (DESIGN.md) so that other commands find them. Ctrl-C / SIGTERM (or
 ``--duration``) stops everything in reverse order and removes endpoints.json.
@@ -82,6 +84,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         help="port of the embedded broker, 0 for a free one (env LINEAGE_BROKER_PORT)")
     parser.add_argument("--partitions", type=int, default=int(env_default("--partitions", 3)),
                         help="partitions per topic (env LINEAGE_PARTITIONS, default 3)")
+    parser.add_argument("--serve", action=argparse.BooleanOptionalAction,
+                        default=_flag_bool(env_default("--serve"), True),
+                        help="run the HTTP API and web UI (`lineage serve`) as a child process (env LINEAGE_SERVE, "
+                             "default on)")
+    parser.add_argument("--http-port", type=int, default=int(env_default("--http-port", 5000)),
+                        help="port of the HTTP API and web UI, 0 for a free one (env LINEAGE_HTTP_PORT, default 5000; "
+                             "a free one when 5000 is taken)")
     parser.add_argument("--duration", type=float, default=env_default("--duration"),
                         help="stop after this many seconds (env LINEAGE_DURATION; default: until Ctrl-C)")
     parser.set_defaults(func=run_up)
@@ -150,6 +159,8 @@ class _Stack:
     postgres: Any = None
     processor: subprocess.Popen[bytes] | None = None
     processor_note: str = ""
+    server: subprocess.Popen[bytes] | None = None
+    http_url: str = ""
     metrics_server: Any = None
     demo_thread: threading.Thread | None = None
     demo_stop: threading.Event = field(default_factory=threading.Event)
@@ -226,6 +237,57 @@ def _start_processor(stack: _Stack, args: argparse.Namespace, logs: Path) -> Non
     stack.processor_note = f"processor pid {stack.processor.pid} (log {logs / 'processor.log'})"
 
 
+def _start_server(stack: _Stack, args: argparse.Namespace, logs: Path) -> None:
+    """`lineage serve` as a child process; waits (up to 60 s) until /healthz answers."""
+    from lineage.embedded.ports import free_port
+
+    if not args.serve or importlib.util.find_spec("lineage.commands.serve") is None:
+        return
+    port = args.http_port
+    if port == 5000 and env_default("--http-port") is None:
+        try:
+            check_port_free("127.0.0.1", port)
+        except ConfigurationError:
+            port = 0  # the default port is taken: use a free one rather than fail
+    else:
+        check_port_free("127.0.0.1", port)
+    port = port or free_port()
+    command = [sys.executable, "-m", "lineage", "serve", "--host", "127.0.0.1", "--port", str(port),
+               "--bootstrap-servers", stack.bootstrap, "--topic-events", stack.topics["events"],
+               "--topic-dlq", stack.topics["dlq"], "--data-dir", str(stack.data_dir)]
+    env = {**os.environ, "LINEAGE_POSTGRES_DSN": stack.postgres_dsn}  # not in argv, where `ps` shows it
+    log = open(logs / "server.log", "ab")  # noqa: SIM115 - the child keeps writing it
+    stack.server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env=env, start_new_session=True)
+    log.close()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and stack.server.poll() is None:
+        try:
+            with urllib.request.urlopen(f"{url}/openapi.json", timeout=1.0):  # noqa: S310 - our own URL
+                stack.http_url = url
+                break
+        except OSError:
+            time.sleep(0.3)
+    if stack.http_url:
+        _status(f"HTTP API and web UI at {url} (docs {url}/docs; log {logs / 'server.log'})")
+    else:
+        _status(f"the HTTP server did not answer at {url}; see {logs / 'server.log'}")
+
+
+def _stop_server(proc: subprocess.Popen[bytes], grace_seconds: float = 20.0) -> list[str]:
+    """SIGTERM (uvicorn finishes running requests and flushes the producer), SIGKILL after the grace period."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(grace_seconds)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+            return [f"HTTP server did not stop within {grace_seconds:.0f}s: killed"]
+    return []
+
+
 def _start_demo(stack: _Stack, args: argparse.Namespace) -> None:
     from producers.demo import publish_demo
     from producers.emitter import LineageEmitter
@@ -245,15 +307,18 @@ def _start_demo(stack: _Stack, args: argparse.Namespace) -> None:
 
 
 def _write_endpoints(stack: _Stack) -> Path:
-    endpoints = {
+    endpoints: dict[str, Any] = {
         "kafka_bootstrap": stack.bootstrap,
         "postgres_dsn": stack.postgres_dsn,
         "metrics_url": stack.metrics_url,
         "parquet_dir": str(stack.data_dir / "parquet"),
         "topics": stack.topics,
         "pids": {"broker": stack.broker.pid if stack.broker else None,
-                 "processor": stack.processor.pid if stack.processor else None},
+                 "processor": stack.processor.pid if stack.processor else None,
+                 "server": stack.server.pid if stack.server else None},
     }
+    if stack.http_url:
+        endpoints["http_url"] = stack.http_url
     path = stack.data_dir / ENDPOINTS_FILE
     tmp = path.with_suffix(".json.tmp")
     # Readable by its owner only: the DSN in it may hold a password (other commands need it to connect).
@@ -323,6 +388,8 @@ def _stop(stack: _Stack) -> list[str]:
             stack.demo_emitter.close(10)
         except LineageError as exc:
             problems.append(f"demo: {exc}")
+    if stack.server is not None:
+        problems.extend(_stop_server(stack.server))
     if stack.processor is not None:
         problems.extend(_stop_processor(stack.processor))
     if stack.metrics_server is not None:
@@ -355,10 +422,12 @@ def run_up(args: argparse.Namespace) -> int:
         try:
             _start_servers(stack, args, logs)
             _start_processor(stack, args, logs)
+            _start_server(stack, args, logs)
             if args.demo:
                 _start_demo(stack, args)
             path = _write_endpoints(stack)
-            _status(f"ready: endpoints in {path}; {stack.processor_note}; Ctrl-C to stop")
+            web = f"open {stack.http_url}; " if stack.http_url else ""
+            _status(f"ready: {web}endpoints in {path}; {stack.processor_note}; Ctrl-C to stop")
             started = last = time.monotonic()
             while not stop.wait(0.5):
                 now = time.monotonic()
@@ -367,6 +436,10 @@ def run_up(args: argparse.Namespace) -> int:
                 if stack.processor is not None and stack.processor.poll() is not None:
                     _status(f"the processor exited with code {stack.processor.returncode}; "
                             f"see {logs / 'processor.log'}")
+                    code = 1
+                    break
+                if stack.server is not None and stack.server.poll() is not None:
+                    _status(f"the HTTP server exited with code {stack.server.returncode}; see {logs / 'server.log'}")
                     code = 1
                     break
                 if stack.broker is not None and not stack.broker.is_running():
