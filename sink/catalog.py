@@ -2,26 +2,25 @@
 
 Search (:func:`search`)
     The query, lower-cased, is matched against the names, namespaces (through ``qualified_name``,
-    which is ``namespace/name``) and, for datasets, the column names held in ``fields``. Each match
-    falls in one tier and scores ``tier + coverage`` where ``coverage = len(query) / len(matched text)``
-    (in ``(0, 1]``, 1 only for an exact match):
+    which is ``namespace/name``) and, for datasets, the column names of their schema. Each match falls
+    in one tier; ``coverage = len(query) / len(matched text)`` (1 only for an exact match):
 
-    * exact (tier 3): the name, the qualified name or the column name equals the query: score 4.0;
-    * prefix (tier 2): the name, the qualified name (so a namespace) or the column name starts with it,
-      or one of their words does (a word starts after one of ``./:_-#@`` and space: ``orders`` is a
-      prefix match of ``raw.orders_55``);
-    * substring (tier 1): it occurs inside the qualified name or a column name.
+    * exact: the name, the qualified name or the column name equals the query: score 4.0;
+    * prefix: the name, the qualified name (so a namespace) or the column name starts with it:
+      ``2 + coverage``, in (2, 3);
+    * substring: it occurs inside the qualified name or a column name (3+ characters):
+      ``1 + coverage / 2``, plus 0.5 when it starts a word (after one of ``./:_-#@`` or a space:
+      ``orders`` in ``raw.orders_55``), in (1, 2).
 
-    So exact > prefix > substring, and within a tier the shorter (closer) name first; ties by name.
-    Each exact or prefix tier reads at most ``offset + limit + 1`` candidates per node type (a substring
-    tier :data:`SUBSTRING_CANDIDATES` or more, in index order, then ranks them) through the indexes of
-    ``sink/migrations/007_search_index.sql`` (btree ``text_pattern_ops`` for exact and prefix, pg_trgm GIN
-    for substrings and columns), so a query costs a few index probes on a million nodes. Substring
-    tiers need at least :data:`MIN_SUBSTRING` characters (a one-letter substring matches everything and
-    cannot use a trigram index); shorter queries match exact and prefix only. Aliases (a symlinks name)
-    are found by their own name and reported as their canonical node (``alias`` says which name matched).
-    Pagination: ``offset`` / ``limit`` over the ranked list, ``next_offset`` None on the last page;
-    ``offset + limit`` is capped at :data:`MAX_WINDOW`.
+    So exact > prefix > substring, within a tier the closer (shorter) name first, ties by name. Exact and
+    prefix candidates are btree range scans (``text_pattern_ops`` on ``lower(name)`` and
+    ``lower(qualified_name)``; ``lineage_search_columns`` for columns) that stop at ``offset + limit + 1``
+    per node type. The substring tier (pg_trgm GIN indexes) is read only when those do not fill the page,
+    since no substring score can outrank them; it reads :data:`SUBSTRING_CANDIDATES` candidates (or the
+    page, if larger) in index order and ranks them, so with many matches the page holds the best of those
+    candidates, not of all matches. Aliases (a symlinks name) are found by their own name and reported as
+    their canonical node (``alias`` says which name matched). Pagination: ``offset`` / ``limit`` over the
+    ranked list, ``next_offset`` None on the last page; ``offset + limit`` is capped at :data:`MAX_WINDOW`.
 
 Show (:func:`show`)
     One node (any name :meth:`sink.queries.LineageQueries.resolve` accepts) as a JSON-ready dict: type,
@@ -46,6 +45,8 @@ __all__ = ["SearchHit", "SearchPage", "search", "show", "node_facets", "latest_c
 MIN_SUBSTRING = 3
 MAX_WINDOW = 1000
 SHOW_LIMIT = 20
+#: Jobs (writers first) whose latest events are searched for a dataset's tableConstraints facet.
+CONSTRAINT_JOBS = 50
 #: Substring tiers read this many candidates (unordered) before ranking them.
 SUBSTRING_CANDIDATES = 200
 NODE_TYPES = ("dataset", "job", "column")
@@ -91,61 +92,56 @@ def _like_escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def _named_sql(table: str, id_col: str, extra: str) -> str:
-    """Exact / prefix / substring candidates of one node table, each tier bounded by ``%(n)s``."""
+def _named_sql(table: str, id_col: str, extra: str, substring: bool) -> str:
+    """Candidates of one node table: exact and prefix tiers (btree probes, each bounded by ``%(n)s``), or
+    with ``substring`` the substring tier (trigram index, bounded by ``%(n_sub)s``)."""
     cols = f"t.{id_col}, t.namespace, t.name, t.qualified_name{extra}"
+    if substring:
+        return f"SELECT {cols} FROM {table} t WHERE lower(t.qualified_name) LIKE %(infix)s LIMIT %(n_sub)s"
     return f"""
-(SELECT {cols}, 3 AS tier FROM {table} t WHERE lower(t.name) = %(q)s LIMIT %(n)s)
+(SELECT {cols} FROM {table} t WHERE lower(t.name) = %(q)s LIMIT %(n)s)
 UNION ALL
-(SELECT {cols}, 3 FROM {table} t WHERE lower(t.qualified_name) = %(q)s LIMIT %(n)s)
+(SELECT {cols} FROM {table} t WHERE lower(t.qualified_name) = %(q)s LIMIT %(n)s)
 UNION ALL
-(SELECT {cols}, 2 FROM {table} t WHERE lower(t.name) LIKE %(prefix)s ORDER BY lower(t.name) LIMIT %(n)s)
+(SELECT {cols} FROM {table} t WHERE lower(t.name) LIKE %(prefix)s ORDER BY lower(t.name) USING ~<~ LIMIT %(n)s)
 UNION ALL
-(SELECT {cols}, 2 FROM {table} t WHERE lower(t.qualified_name) LIKE %(prefix)s
- ORDER BY lower(t.qualified_name) LIMIT %(n)s)
-UNION ALL
-(SELECT {cols}, 1 FROM {table} t WHERE %(substring)s AND lower(t.qualified_name) LIKE %(infix)s LIMIT %(n_sub)s)
+(SELECT {cols} FROM {table} t WHERE lower(t.qualified_name) LIKE %(prefix)s
+ ORDER BY lower(t.qualified_name) USING ~<~ LIMIT %(n)s)
 """
 
 
-_COLUMN_SQL = """
-SELECT d.dataset_id, d.namespace, d.name, d.qualified_name, d.alias_of, f.name
-FROM (
-    (SELECT * FROM lineage_datasets d WHERE lineage_field_names(d.fields) LIKE %(col_exact)s LIMIT %(n)s)
-    UNION
-    (SELECT * FROM lineage_datasets d WHERE lineage_field_names(d.fields) LIKE %(col_prefix)s LIMIT %(n)s)
-    UNION
-    (SELECT * FROM lineage_datasets d WHERE %(substring)s AND lineage_field_names(d.fields) LIKE %(infix)s
-     LIMIT %(n_sub)s)
-) d
-CROSS JOIN LATERAL (SELECT x->>'name' AS name FROM jsonb_array_elements(
-    CASE WHEN jsonb_typeof(d.fields) = 'array' THEN d.fields ELSE '[]' END) x) f
-WHERE lower(f.name) LIKE %(infix)s
-"""
+def _column_sql(substring: bool) -> str:
+    """Column candidates from ``lineage_search_columns`` (migration 007): exact then prefix (btree range
+    scans that stop at ``%(n)s``), or with ``substring`` the trigram tier."""
+    if substring:
+        where = "SELECT * FROM lineage_search_columns c WHERE c.column_lower LIKE %(infix)s LIMIT %(n_sub)s"
+    else:
+        where = ("(SELECT * FROM lineage_search_columns c WHERE c.column_lower = %(q)s LIMIT %(n)s) UNION ALL "
+                 "(SELECT * FROM lineage_search_columns c WHERE c.column_lower LIKE %(prefix)s "
+                 "ORDER BY c.column_lower USING ~<~ LIMIT %(n)s)")
+    return (f"SELECT d.dataset_id, d.namespace, d.name, d.qualified_name, d.alias_of, c.column_name FROM ({where}) c "
+            "JOIN lineage_datasets d ON d.dataset_id = c.dataset_id")
 
 
 _WORD_BREAKS = "./:_-#@ "
 
 
-def _score(q: str, text: str, tier: int) -> float:
-    return round(tier + len(q) / max(len(text), len(q), 1), 6)
-
-
 def _best(q: str, candidates: list[str]) -> tuple[int, float]:
-    """The tier and score of the best match of ``q`` among lower-cased ``candidates``."""
+    """The tier and score of the best match of ``q`` among lower-cased ``candidates`` (module doc)."""
     best = (0, 0.0)
     for text in candidates:
+        cov = len(q) / max(len(text), len(q), 1)
         if text == q:
-            tier = 3
-        elif text.startswith(q) or any(text.startswith(q, i + 1) for i, ch in enumerate(text) if ch in _WORD_BREAKS):
-            tier = 2
+            tier, score = 3, 4.0
+        elif text.startswith(q):
+            tier, score = 2, 2 + cov
         elif len(q) >= MIN_SUBSTRING and q in text:
-            tier = 1
+            word = any(text.startswith(q, i + 1) for i, ch in enumerate(text) if ch in _WORD_BREAKS)
+            tier, score = 1, 1 + cov / 2 + (0.5 if word else 0.0)
         else:
             continue
-        score = _score(q, text, tier)
         if score > best[1]:
-            best = (tier, score)
+            best = (tier, round(score, 6))
     return best
 
 
@@ -166,43 +162,44 @@ def search(conn: Any, text: str, *, types: list[str] | tuple[str, ...] | None = 
     if offset < 0 or offset + limit > MAX_WINDOW:
         raise QueryError(f"offset must be >= 0 and offset + limit <= {MAX_WINDOW}")
     esc = _like_escape(q)
-    params = {"q": q, "n": offset + limit + 1, "n_sub": max(offset + limit + 1, SUBSTRING_CANDIDATES), "prefix": esc + "%", "infix": "%" + esc + "%",
-              "substring": len(q) >= MIN_SUBSTRING,
-              "col_exact": '%"' + esc + '"%', "col_prefix": '%"' + esc + "%"}
-    if len(q) < MIN_SUBSTRING:
-        params["infix"] = esc + "%"      # columns: prefix only (the outer filter)
+    want = offset + limit + 1
+    params = {"q": q, "n": want, "n_sub": max(want, SUBSTRING_CANDIDATES), "prefix": esc + "%",
+              "infix": "%" + esc + "%"}
     hits: dict[tuple[str, str | None], SearchHit] = {}
     aliases: dict[str, list[SearchHit]] = {}
 
-    def keep(hit: SearchHit) -> None:
+    def keep(hit: SearchHit, alias_of: Any = None) -> None:
+        if alias_of is not None:
+            aliases.setdefault(str(alias_of), []).append(hit)
+            return
         key = (hit.id, hit.column)
         if key not in hits or hits[key].score < hit.score:
             hits[key] = hit
 
-    if "dataset" in kinds:
-        for did, ns, name, qname, alias_of, _tier in conn.execute(
-                _named_sql("lineage_datasets", "dataset_id", ", t.alias_of"), params).fetchall():
-            tier, score = _best(q, [name.lower(), qname.lower()])
-            if tier:
-                hit = SearchHit(str(did), "dataset", ns, name, qname, None, score)
-                if alias_of is not None:
-                    aliases.setdefault(str(alias_of), []).append(hit)
-                else:
-                    keep(hit)
-    if "job" in kinds:
-        for jid, ns, name, qname, _tier in conn.execute(_named_sql("lineage_jobs", "job_id", ""), params).fetchall():
-            tier, score = _best(q, [name.lower(), qname.lower()])
-            if tier:
-                keep(SearchHit(str(jid), "job", ns, name, qname, None, score))
-    if "column" in kinds:
-        for did, ns, name, qname, alias_of, col in conn.execute(_COLUMN_SQL, params).fetchall():
-            tier, score = _best(q, [col.lower()])
-            if tier:
-                hit = SearchHit(str(did), "column", ns, name, qname, col, score)
-                if alias_of is not None:
-                    aliases.setdefault(str(alias_of), []).append(hit)
-                else:
-                    keep(hit)
+    def collect(substring: bool) -> None:
+        if "dataset" in kinds:
+            for did, ns, name, qname, alias_of in conn.execute(
+                    _named_sql("lineage_datasets", "dataset_id", ", t.alias_of", substring), params).fetchall():
+                tier, score = _best(q, [name.lower(), qname.lower()])
+                if tier:
+                    keep(SearchHit(str(did), "dataset", ns, name, qname, None, score), alias_of)
+        if "job" in kinds:
+            for jid, ns, name, qname in conn.execute(
+                    _named_sql("lineage_jobs", "job_id", "", substring), params).fetchall():
+                tier, score = _best(q, [name.lower(), qname.lower()])
+                if tier:
+                    keep(SearchHit(str(jid), "job", ns, name, qname, None, score))
+        if "column" in kinds:
+            for did, ns, name, qname, alias_of, col in conn.execute(_column_sql(substring), params).fetchall():
+                tier, score = _best(q, [col.lower()])
+                if tier:
+                    keep(SearchHit(str(did), "column", ns, name, qname, col, score), alias_of)
+
+    collect(substring=False)
+    # every substring score (< 2) is below every exact or prefix score (> 2): the substring tier is read
+    # only when the exact and prefix tiers do not fill the page
+    if len(q) >= MIN_SUBSTRING and len(hits) + sum(map(len, aliases.values())) < want:
+        collect(substring=True)
     if aliases:
         canon = {str(r[0]): r for r in conn.execute(
             "SELECT dataset_id, namespace, name, qualified_name FROM lineage_datasets WHERE dataset_id = ANY(%s::uuid[])",
@@ -264,21 +261,24 @@ def node_facets(conn: Any, job_ns: str, job_name: str, limit: int = 5) -> list[d
 
 def latest_constraints(conn: Any, dataset_ids: list[str], per_job: int = 3) -> dict[str, dict[str, Any]]:
     """``{dataset id: tableConstraints facet}`` for the given datasets, from the latest events of the jobs
-    that read or wrote them (the code scanner declares DDL constraints on its job events' datasets)."""
+    that read or wrote them (the code scanner declares DDL constraints on its job events' datasets): at most
+    :data:`CONSTRAINT_JOBS` jobs per dataset, writers first."""
     if not dataset_ids:
         return {}
     rows = conn.execute("""
         SELECT ds.dataset_id, ds.namespace, ds.name, ev.payload
         FROM lineage_datasets ds
-        CROSS JOIN LATERAL (SELECT DISTINCT e.job_id FROM lineage_edges e
+        CROSS JOIN LATERAL (SELECT e.job_id FROM lineage_edges e
                             WHERE e.kind IN ('reads', 'writes') AND e.job_id IS NOT NULL
-                              AND (e.source_node_id = ds.dataset_id OR e.target_node_id = ds.dataset_id)) je
+                              AND (e.source_node_id = ds.dataset_id OR e.target_node_id = ds.dataset_id)
+                            GROUP BY e.job_id ORDER BY bool_or(e.kind = 'writes') DESC, e.job_id
+                            LIMIT %(jobs)s) je
         JOIN lineage_jobs j ON j.job_id = je.job_id
         CROSS JOIN LATERAL (SELECT payload, event_time FROM lineage_events
                             WHERE job_namespace = j.namespace AND job_name = j.name
                             ORDER BY event_time DESC LIMIT %(per_job)s) ev
         WHERE ds.dataset_id = ANY(%(ids)s::uuid[]) AND ev.payload LIKE '%%tableConstraints%%'
-        ORDER BY ev.event_time DESC""", {"ids": dataset_ids, "per_job": per_job}).fetchall()
+        ORDER BY ev.event_time DESC""", {"ids": dataset_ids, "per_job": per_job, "jobs": CONSTRAINT_JOBS}).fetchall()
     out: dict[str, dict[str, Any]] = {}
     for did, ns, name, payload in rows:
         key = str(did)
@@ -344,12 +344,20 @@ def _show_dataset(conn: Any, node: LineageNode) -> dict[str, Any]:
                         "row_count": rc} for vid, v, t, rid, rc in conn.execute(
         "SELECT version_id, version, event_time, run_id, row_count FROM lineage_dataset_versions "
         "WHERE dataset_id = ANY(%s::uuid[]) ORDER BY event_time DESC LIMIT %s", (ids, SHOW_LIMIT)).fetchall()]
+    # the runs that wrote the latest versions (index lineage_dataset_versions_ds: bounded however many runs
+    # touched the dataset); a dataset with no version falls back to the runs' slots
     out["runs"] = [_run(r) for r in conn.execute(
-        f"SELECT {_RUN_COLUMNS}, io.direction FROM (SELECT DISTINCT ON (run_id) run_id, direction, event_time "
-        "FROM lineage_run_io WHERE dataset_id = ANY(%s::uuid[]) ORDER BY run_id, event_time DESC) io "
-        "JOIN lineage_runs r ON r.run_id = io.run_id LEFT JOIN lineage_jobs j ON j.job_id = r.job_id "
-        "ORDER BY coalesce(r.ended_at, r.started_at, io.event_time) DESC NULLS LAST LIMIT %s",
-        (ids, SHOW_LIMIT)).fetchall()]
+        f"SELECT {_RUN_COLUMNS} FROM (SELECT DISTINCT run_id FROM (SELECT run_id FROM lineage_dataset_versions "
+        "WHERE dataset_id = ANY(%s::uuid[]) AND run_id IS NOT NULL ORDER BY event_time DESC LIMIT %s) v) v "
+        "JOIN lineage_runs r ON r.run_id = v.run_id LEFT JOIN lineage_jobs j ON j.job_id = r.job_id "
+        "ORDER BY coalesce(r.ended_at, r.started_at, r.last_seen) DESC NULLS LAST", (ids, SHOW_LIMIT)).fetchall()]
+    if not out["runs"]:
+        out["runs"] = [_run(r) for r in conn.execute(
+            f"SELECT {_RUN_COLUMNS} FROM (SELECT DISTINCT run_id FROM lineage_run_io "
+            "WHERE dataset_id = ANY(%s::uuid[]) AND direction = 'output') io "
+            "JOIN lineage_runs r ON r.run_id = io.run_id LEFT JOIN lineage_jobs j ON j.job_id = r.job_id "
+            "ORDER BY coalesce(r.ended_at, r.started_at, r.last_seen) DESC NULLS LAST LIMIT %s",
+            (ids, SHOW_LIMIT)).fetchall()]
     out["quality"] = [{"version": v, "version_id": str(vid), "measured_at": _iso(t), "scores": _json(m) or {},
                        "validations": _json(val) or [],
                        "failed_validations": [x for x in (_json(val) or []) if isinstance(x, dict)

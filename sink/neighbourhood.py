@@ -21,11 +21,18 @@ As of
 Order and determinism
     Within a step, new nodes are taken in id order until the budget is spent, so the same graph and
     question always give the same answer.
+Edge ids
+    Stable strings, not table keys: ``reads:<dataset>><job>``, ``writes:<job>><dataset>`` and
+    ``<job>:<source>><target>`` for a dataset edge (one per job that made it). Job edges have no
+    ``transformation``; dataset edges' ``transformation`` is None too (the job's SQL is in the node detail).
+Cost
+    Every walk step and the dataset edges are index-only scans of the covering edge indexes (migration 003):
+    the walk never reads the edge table's heap.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -76,20 +83,14 @@ class Neighbourhood:
     edges: list[NeighbourEdge] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"root": self.root, "truncated": self.truncated, "nodes": [asdict(n) for n in self.nodes],
-                "edges": [asdict(e) for e in self.edges]}
+        return {"root": self.root, "truncated": self.truncated, "nodes": [dict(vars(n)) for n in self.nodes],
+                "edges": [dict(vars(e)) for e in self.edges]}
 
 
 def _filter(as_of: datetime | None) -> str:
     if as_of is None:
         return "e.valid_to IS NULL"
     return "e.first_seen <= %(as_of)s AND (e.valid_to IS NULL OR e.valid_to > %(as_of)s)"
-
-
-def _transformation(value: Any) -> str | None:
-    if isinstance(value, dict):
-        return value.get("logic") or value.get("type") or None
-    return None
 
 
 class _AliasMap:
@@ -146,59 +147,77 @@ class _DatasetWalk:
         self.truncated = False
 
     def _adjacent(self, ids: list[str], direction: str) -> list[tuple[Any, ...]]:
-        here, there = ("target_node_id", "source_node_id") if direction == "upstream" else \
-            ("source_node_id", "target_node_id")
+        """Job edges at the frontier ``ids``: ``(source, target, kind)``, an index-only scan of the covering
+        indexes of migration 003 (no heap access)."""
+        here = "target_node_id" if direction == "upstream" else "source_node_id"
         return self.conn.execute(
-            f"SELECT e.edge_id, e.source_node_id::text, e.target_node_id::text, e.kind, e.{here}::text, "
-            f"e.{there}::text, e.transformation FROM lineage_edges e "
+            f"SELECT e.source_node_id::text, e.target_node_id::text, e.kind FROM lineage_edges e "
             f"WHERE e.{here} = ANY(%(ids)s::uuid[]) AND e.kind IN ('reads', 'writes') AND {_filter(self.as_of)}",
             {"ids": self.aliases.expand(ids), "as_of": self.as_of}).fetchall()
 
     def run(self) -> Neighbourhood:
+        upstream = True
         for direction in self.directions:
+            upstream = direction == "upstream"
             frontier = [self.root.node_id]
             for step in range(1, self.steps + 2):
                 if not frontier:
                     break
-                rows = self._adjacent(frontier, direction)
                 new: dict[str, bool] = {}
                 links = []
-                for eid, src, tgt, kind, here, there, transformation in rows:
-                    here_c, there_c = self.aliases.canon(here), self.aliases.canon(there)
-                    is_job = (kind == "writes") if direction == "upstream" else (kind == "reads")
-                    links.append((str(eid), self.aliases.canon(src), self.aliases.canon(tgt), kind, here_c, there_c,
-                                  transformation))
+                for src, tgt, kind in self._adjacent(frontier, direction):
+                    src_c, tgt_c = self.aliases.canon(src), self.aliases.canon(tgt)
+                    here_c, there_c = (tgt_c, src_c) if upstream else (src_c, tgt_c)
+                    links.append((src_c, tgt_c, kind, here_c, there_c))
                     if there_c not in self.taken:
-                        new[there_c] = is_job
+                        new[there_c] = kind == ("writes" if upstream else "reads")
                 beyond_depth = step > self.steps
                 for there_c in sorted(new):
                     if beyond_depth or len(self.taken) >= self.budget:
-                        if not beyond_depth:
-                            self.truncated = True
+                        self.truncated |= not beyond_depth
                         continue
                     self.taken[there_c] = (new[there_c], step)
-                for eid, src, tgt, kind, here_c, there_c, transformation in links:
+                for src_c, tgt_c, kind, here_c, there_c in links:
                     if there_c in self.taken:
-                        self.edges[eid] = NeighbourEdge(eid, src, tgt, kind, _transformation(transformation),
-                                                        src if kind == "writes" else tgt)
+                        job = src_c if kind == "writes" else tgt_c
+                        self.edges[f"{kind}:{src_c}>{tgt_c}"] = NeighbourEdge(
+                            f"{kind}:{src_c}>{tgt_c}", src_c, tgt_c, kind, None, job)
                     else:
                         self.hidden.setdefault(here_c, set()).add(there_c)
-                frontier = [n for n in new if n in self.taken]
+                frontier = [n for n in new if n in self.taken] if not beyond_depth else []
         self._dataset_edges()
         return Neighbourhood(self.root.node_id, self.truncated, self._nodes(), sorted(
             self.edges.values(), key=lambda e: (e.source, e.target, e.type)))
 
     def _dataset_edges(self) -> None:
-        jobs = [n for n, (is_job, _) in self.taken.items() if is_job]
-        if not jobs:
+        """The WIA dataset -> dataset edges between taken datasets, each carrying the taken job that made it:
+        a job J with ``s -reads-> J -writes-> t`` in the answer. Read by an index-only scan of the source
+        covering index (``edge_type`` per (s, t); when several jobs made one pair, each gets an edge with
+        the pair's first type in (type) order)."""
+        datasets = [n for n, (is_job, _) in self.taken.items() if not is_job]
+        readers: dict[str, set[str]] = {}
+        writers: dict[str, set[str]] = {}
+        for e in self.edges.values():
+            if e.type == "reads":
+                readers.setdefault(e.source, set()).add(e.target)
+            elif e.type == "writes":
+                writers.setdefault(e.target, set()).add(e.source)
+        if not datasets or not readers:
             return
-        for eid, src, tgt, etype, job, transformation in self.conn.execute(
-                "SELECT e.edge_id, e.source_node_id::text, e.target_node_id::text, e.edge_type, e.job_id::text, "
-                f"e.transformation FROM lineage_edges e WHERE e.job_id = ANY(%(jobs)s::uuid[]) AND e.kind = 'dataset' "
-                f"AND {_filter(self.as_of)}", {"jobs": jobs, "as_of": self.as_of}).fetchall():
+        types: dict[tuple[str, str], str] = {}
+        for src, tgt, etype in self.conn.execute(
+                "SELECT e.source_node_id::text, e.target_node_id::text, e.edge_type FROM lineage_edges e "
+                f"WHERE e.source_node_id = ANY(%(ids)s::uuid[]) AND e.kind = 'dataset' AND {_filter(self.as_of)} "
+                "AND e.target_node_id = ANY(%(targets)s::uuid[]) ORDER BY 3",
+                {"ids": self.aliases.expand([d for d in datasets if d in readers]),
+                 "targets": self.aliases.expand([d for d in datasets if d in writers]), "as_of": self.as_of}).fetchall():
             s, t = self.aliases.canon(src), self.aliases.canon(tgt)
-            if s in self.taken and t in self.taken:
-                self.edges[str(eid)] = NeighbourEdge(str(eid), s, t, etype, _transformation(transformation), job)
+            if t in self.taken:
+                types.setdefault((s, t), etype)
+        for (s, t), etype in types.items():
+            for job in sorted(readers.get(s, set()) & writers.get(t, set())):
+                eid = f"{job}:{s}>{t}"
+                self.edges[eid] = NeighbourEdge(eid, s, t, etype, None, job)
 
     def _nodes(self) -> list[NeighbourNode]:
         ids = list(self.taken)
@@ -208,9 +227,9 @@ class _DatasetWalk:
         for did, ns, name, qname, placeholder, state, anomalies in self.conn.execute("""
             SELECT d.dataset_id::text, d.namespace, d.name, d.qualified_name, d.is_placeholder, lr.state, lq.anomalies
             FROM lineage_datasets d
-            LEFT JOIN LATERAL (SELECT r.state FROM lineage_run_io io JOIN lineage_runs r ON r.run_id = io.run_id
-                               WHERE io.dataset_id = d.dataset_id AND io.direction = 'output'
-                               ORDER BY io.event_time DESC LIMIT 1) lr ON true
+            LEFT JOIN LATERAL (SELECT r.state FROM lineage_dataset_versions v JOIN lineage_runs r ON r.run_id = v.run_id
+                               WHERE v.dataset_id = d.dataset_id
+                               ORDER BY v.event_time DESC LIMIT 1) lr ON true
             LEFT JOIN LATERAL (SELECT q.anomalies FROM lineage_quality q WHERE q.node_id = d.dataset_id
                                ORDER BY q.measured_at DESC LIMIT 1) lq ON true
             WHERE d.dataset_id = ANY(%s::uuid[])""", (ds_ids,)).fetchall():

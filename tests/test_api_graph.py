@@ -54,6 +54,8 @@ def test_search_and_node(client, warehouse) -> None:
     col = client.get("/api/graph/search", params={"q": "customer_id", "type": "column"}).json()["results"]
     assert [(c["id"], c["column"]) for c in col] == [(ids["A"], "customer_id")]
     assert client.get("/api/graph/search", params={"q": "x", "type": "table"}).status_code == 400
+    assert client.get("/api/graph/search", params={"q": " "}).status_code == 400
+    assert client.get("/api/graph/node", params={"node": ""}).status_code == 400
     node = client.get("/api/graph/node", params={"node": f"{NS}/raw.orders"}).json()
     assert node["schema"][0]["name"] == "id" and node["constraints"]["foreignKeys"] == FK["foreignKeys"]
     assert node["aliases"] == ["hive/warehouse.orders"] and node["placeholder"] is False
@@ -167,6 +169,22 @@ def test_erd_tables_columns_and_relations(client, warehouse) -> None:
     assert [t["id"] for t in only_file["tables"]] == [ids["A"]]
     page = client.get("/api/graph/erd", params={"limit": 1}).json()
     assert len(page["tables"]) == 1 and page["next_offset"] == 1
+
+
+def test_hot_routes_answer_their_documented_models(client) -> None:
+    """/search and /lineage skip FastAPI's response validation (orjson): their answers must still be
+    valid documents of the models the OpenAPI file names."""
+    from api.graph import LineageResponse, SearchResponse
+
+    for params in ({"node": f"{NS}/stg.orders", "depth": 3}, {"node": f"{NS}/mart.revenue#total", "level": "column"},
+                   {"node": f"{NS}/stg.orders", "budget": 3}):
+        doc = client.get("/api/graph/lineage", params=params).json()
+        assert LineageResponse.model_validate(doc).model_dump(mode="json") == doc
+    doc = client.get("/api/graph/search", params={"q": "orders"}).json()
+    assert SearchResponse.model_validate(doc).model_dump(mode="json", exclude_unset=True) == doc
+    spec = client.get("/openapi.json").json()["paths"]
+    for route, model in (("/api/graph/lineage", "LineageResponse"), ("/api/graph/search", "SearchResponse")):
+        assert spec[route]["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith(model)
 
 
 def test_openapi_documents_every_route(client) -> None:

@@ -132,3 +132,22 @@ def _write(dsn: str) -> None:
     with GraphStore(dsn) as store:
         store.write_batch(3, demo_events(10))
 
+
+
+def test_a_graceful_stop_ends_open_streams(pg_dsn: str) -> None:
+    """An open stream ends when the server stops (app.state.stopping), rather than holding the graceful stop
+    until uvicorn's timeout (15 s) cancels it."""
+    from api.testing import running_server
+
+    with GraphStore(pg_dsn) as store:
+        store.migrate()
+    out: queue.Queue = queue.Queue()
+    stop = threading.Event()
+    conns: list[http.client.HTTPConnection] = []
+    with running_server(settings_for(pg_dsn)) as url:
+        thread = threading.Thread(target=listen, args=(url, out, stop, conns), daemon=True)
+        thread.start()
+        assert out.get(timeout=10)[:2] == ("status", 200)
+        assert out.get(timeout=10) == ("comment", ": connected")
+    thread.join(10)                 # well under the 15 s graceful-stop timeout
+    assert not thread.is_alive()

@@ -54,6 +54,7 @@ def build_warehouse(dsn: str) -> dict[str, str]:
                    (json.dumps([{"type": "row_count_drop", "severity": "high"}]),
                     json.dumps([{"rule_name": "amount_positive", "passed": False}]), ids["D"]))
     ids["run"] = g.run(ids["J2"], T0, [(ids["C"], None)], [(ids["D"], v1)], state="FAIL")
+    g.conn.execute("UPDATE lineage_dataset_versions SET run_id = %s WHERE version_id = %s", (ids["run"], v1))
     g.provenance(ids["D"], "h1", T0)
     g.close()
     return ids
@@ -104,6 +105,10 @@ def test_search_ranks_exact_then_prefix_then_substring(warehouse) -> None:
 def test_search_columns_and_namespaces(warehouse) -> None:
     dsn, ids = warehouse
     with psycopg.connect(dsn, autocommit=True) as conn:
+        # the column table follows schema changes (trigger of migration 007)
+        assert sorted(r[0] for r in conn.execute(
+            "SELECT column_name FROM lineage_search_columns WHERE dataset_id = %s", (ids["A"],)).fetchall()) == [
+            "amount", "customer_id", "id"]
         cols = search(conn, "order_id", types=["column"]).results
         assert [(h.label, h.score) for h in cols] == [("kafka://bus/orders#order_id", 4.0)]
         cust = {h.label for h in search(conn, "customer", types=["column"]).results}
@@ -112,6 +117,18 @@ def test_search_columns_and_namespaces(warehouse) -> None:
         assert {h.label for h in search(conn, "s3://rep").results} == {"s3://reports/revenue.csv"}
         assert {h.label for h in search(conn, "id", types=["column"]).results} == {
             f"{NS}/raw.orders#id", f"{NS}/raw.customers#id"}
+        # a schema change replaces the dataset's columns (trigger), and the old name is no longer found
+        before = conn.execute("SELECT fields FROM lineage_datasets WHERE dataset_id = %s", (ids["exact"],)).fetchone()[0]
+        conn.execute("""UPDATE lineage_datasets SET fields = '[{"name": "Order_Key", "type": "text"}]'
+                        WHERE dataset_id = %s""", (ids["exact"],))
+        try:
+            assert [h.label for h in search(conn, "order_key", types=["column"]).results] == [
+                "kafka://bus/orders#Order_Key"]
+            assert search(conn, "order_id", types=["column"]).results == []
+        finally:
+            conn.execute("UPDATE lineage_datasets SET fields = %s WHERE dataset_id = %s",
+                         (json.dumps(before), ids["exact"]))
+        assert [h.column for h in search(conn, "order_id", types=["column"]).results] == ["order_id"]
         with pytest.raises(QueryError):
             search(conn, "x", types=["table"])
         with pytest.raises(QueryError):
@@ -130,8 +147,11 @@ def test_search_substring_and_prefix_use_the_indexes(warehouse) -> None:
             "EXPLAIN SELECT * FROM lineage_datasets WHERE lower(name) LIKE 'ord%'").fetchall())
         assert "lineage_datasets_name_prefix" in plan
         plan = "\n".join(r[0] for r in conn.execute(
-            "EXPLAIN SELECT * FROM lineage_datasets WHERE lineage_field_names(fields) LIKE '%\"order_id\"%'").fetchall())
-        assert "lineage_datasets_fields_trgm" in plan
+            "EXPLAIN SELECT * FROM lineage_search_columns WHERE column_lower LIKE '%der_i%'").fetchall())
+        assert "lineage_search_columns_trgm" in plan
+        plan = "\n".join(r[0] for r in conn.execute(
+            "EXPLAIN SELECT * FROM lineage_search_columns WHERE column_lower LIKE 'order%'").fetchall())
+        assert "lineage_search_columns_prefix" in plan
 
 
 def test_show_dataset_everything_known(warehouse) -> None:

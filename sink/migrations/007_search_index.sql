@@ -11,9 +11,11 @@
 --     created, this migration still succeeds (a WARNING says so): search then answers substring queries
 --     by scanning, correct but slow on large graphs. `CREATE EXTENSION pg_trgm` as a superuser and
 --     re-create the indexes below (the statements are idempotent) to get them.
--- lineage_field_names(fields) is the lower-cased JSON array of a dataset's column names
--- (`["id", "amount"]`): with the quotes kept, `LIKE '%"q"%'` is an exact column match and `LIKE '%"q%'`
--- a prefix match, both served by one trigram index.
+-- Column names: lineage_search_columns holds one row per (dataset, column), kept by a trigger on
+-- lineage_datasets that fires only when a row is inserted or its `fields` change (schema changes are rare
+-- next to the merges of every batch), so exact and prefix column matches are btree range scans that stop
+-- at the page size even for a column every dataset has (`id`); substrings use a trigram index on it.
+-- lineage_field_names(fields), the lower-cased JSON array of a dataset's column names, is kept for psql.
 -- lineage_events (job_namespace, job_name, event_time): the latest events of a job (its facets: SQL,
 -- sourceCodeLocation, jobType; the tableConstraints facet of the datasets it declares).
 
@@ -26,6 +28,43 @@ CREATE INDEX IF NOT EXISTS lineage_datasets_qname_prefix ON lineage_datasets (lo
 CREATE INDEX IF NOT EXISTS lineage_jobs_name_prefix ON lineage_jobs (lower(name) text_pattern_ops);
 CREATE INDEX IF NOT EXISTS lineage_jobs_qname_prefix ON lineage_jobs (lower(qualified_name) text_pattern_ops);
 CREATE INDEX IF NOT EXISTS lineage_events_job ON lineage_events (job_namespace, job_name, event_time);
+
+CREATE TABLE IF NOT EXISTS lineage_search_columns (
+    column_lower  text NOT NULL,                 -- lower(column name)
+    dataset_id    uuid NOT NULL,
+    column_name   text NOT NULL,
+    PRIMARY KEY (dataset_id, column_name)
+);
+CREATE INDEX IF NOT EXISTS lineage_search_columns_prefix ON lineage_search_columns (column_lower text_pattern_ops);
+
+CREATE OR REPLACE FUNCTION lineage_search_columns_sync() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.fields IS NOT DISTINCT FROM OLD.fields THEN
+        RETURN NULL;
+    END IF;
+    IF TG_OP <> 'INSERT' THEN
+        DELETE FROM lineage_search_columns WHERE dataset_id = OLD.dataset_id;
+    END IF;
+    IF TG_OP <> 'DELETE' AND jsonb_typeof(NEW.fields) = 'array' THEN
+        INSERT INTO lineage_search_columns (column_lower, dataset_id, column_name)
+        SELECT DISTINCT lower(f ->> 'name'), NEW.dataset_id, f ->> 'name'
+        FROM jsonb_array_elements(NEW.fields) f
+        WHERE jsonb_typeof(f) = 'object' AND f ->> 'name' IS NOT NULL
+        ON CONFLICT DO NOTHING;
+    END IF;
+    RETURN NULL;
+END
+$$;
+DROP TRIGGER IF EXISTS lineage_search_columns_sync ON lineage_datasets;
+CREATE TRIGGER lineage_search_columns_sync AFTER INSERT OR DELETE OR UPDATE OF fields ON lineage_datasets
+    FOR EACH ROW EXECUTE FUNCTION lineage_search_columns_sync();
+
+INSERT INTO lineage_search_columns (column_lower, dataset_id, column_name)
+SELECT DISTINCT lower(f ->> 'name'), d.dataset_id, f ->> 'name'
+FROM lineage_datasets d CROSS JOIN LATERAL jsonb_array_elements(
+    CASE WHEN jsonb_typeof(d.fields) = 'array' THEN d.fields ELSE '[]'::jsonb END) f
+WHERE jsonb_typeof(f) = 'object' AND f ->> 'name' IS NOT NULL
+ON CONFLICT DO NOTHING;
 
 DO $$
 BEGIN
@@ -42,8 +81,8 @@ BEGIN
                 'USING gin (lower(qualified_name) gin_trgm_ops)';
         EXECUTE 'CREATE INDEX IF NOT EXISTS lineage_jobs_qname_trgm ON lineage_jobs '
                 'USING gin (lower(qualified_name) gin_trgm_ops)';
-        EXECUTE 'CREATE INDEX IF NOT EXISTS lineage_datasets_fields_trgm ON lineage_datasets '
-                'USING gin (lineage_field_names(fields) gin_trgm_ops)';
+        EXECUTE 'CREATE INDEX IF NOT EXISTS lineage_search_columns_trgm ON lineage_search_columns '
+                'USING gin (column_lower gin_trgm_ops)';
     END IF;
 END
 $$;
