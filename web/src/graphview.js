@@ -10,8 +10,9 @@ const elk = new ELK({ workerUrl });
 // Start the worker (1.6 MB of compiled Java) while the page asks for its first lineage.
 elk.layout({ id: 'warm-up', children: [], edges: [] }).catch(() => {});
 
-// Flat graphs above this many nodes are placed by sweep.js in linear time (measured: docs/UI.md).
-const SWEEP_ABOVE = 400;
+// Flat graphs above this many nodes are placed by sweep.js in linear time: at 192 nodes ELK took 4.3 s to
+// the first paint and sweep.js 1.6 s on the same (loaded) machine (docs/UI.md).
+const SWEEP_ABOVE = 150;
 
 // Above this many nodes ELK's cheap strategies are used (measured: docs/UI.md).
 const FAST_ABOVE = 300;
