@@ -25,9 +25,6 @@ from urllib.parse import quote
 
 import psycopg
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 NS = "bench://warehouse"
 
 
@@ -53,8 +50,10 @@ def build_graph(dsn: str, nodes: int) -> str:
     return f"{NS}/mart.root"
 
 
-def measure(url: str, root: str, repeat: int) -> list[dict]:
+def measure(url: str, root: str, repeat: int, screenshot: str | None = None) -> list[dict]:
     from playwright.sync_api import sync_playwright
+
+    from tests.test_web_ui import CHROMIUM, CHROMIUM_ARGS
 
     out = []
     with sync_playwright() as p:
@@ -75,6 +74,8 @@ def measure(url: str, root: str, repeat: int) -> list[dict]:
                              render_ms: m.duration, since_navigation_ms: m.startTime + m.duration,
                              api_ms: api ? api.duration : null };
                 }"""))
+                if screenshot:
+                    page.screenshot(path=screenshot)
                 context.close()
         finally:
             browser.close()
@@ -86,6 +87,7 @@ def main() -> None:
     parser.add_argument("--admin-dsn", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--sizes", default="200,2000")
+    parser.add_argument("--screenshots", help="a folder for a screenshot of each size's last page load")
     args = parser.parse_args()
 
     from api.settings import ApiSettings
@@ -102,7 +104,8 @@ def main() -> None:
         try:
             root = build_graph(dsn, size)
             with running_server(ApiSettings(postgres_dsn=dsn, bootstrap_servers="127.0.0.1:1")) as url:
-                runs = measure(url, root, args.repeat)
+                shot = f"{args.screenshots}/ui-{size}.png" if args.screenshots else None
+                runs = measure(url, root, args.repeat, shot)
         finally:
             with psycopg.connect(args.admin_dsn, autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -151,9 +151,10 @@ def test_search_opens_the_lineage_and_lists_its_upstream_nodes(page, server, tmp
     names = wait_nodes(page, present=[f"{NS}/mart.revenue", f"{NS}/stg.orders", "airflow/revenue"])
     assert f"{NS}/public.revenue_anon" not in names           # downstream: not in an upstream view
     assert "node=" in page.url and page.get_by_label("Direction").input_value() == "upstream"
+    page.screenshot(path=str(tmp_path / "ui-lineage.png"))
     page.get_by_role("list", name="Nodes in view").get_by_text(f"{NS}/stg.orders", exact=True).click()
     page.get_by_role("heading", name=f"{NS}/stg.orders").wait_for()
-    page.screenshot(path=str(tmp_path / "ui-lineage.png"))
+    page.screenshot(path=str(tmp_path / "ui-details.png"))
 
 
 def test_search_keyboard_navigation(page, server) -> None:
@@ -174,9 +175,9 @@ def test_frontier_node_expands_on_click_and_collapses(page, server) -> None:
     assert "airflow/revenue" not in names                       # jobs folded into the edges
     # click the frontier node on the canvas itself
     box = page.locator("#graph").bounding_box()
-    x, y = page.evaluate(f"""() => {{ const n = window.lineageCy.getElementById(
+    x, y = page.evaluate("""() => { const n = window.lineageCy.getElementById(
         window.lineageCy.nodes().filter((n) => n.data('label').startsWith('stg.orders'))[0].id());
-        const p = n.renderedPosition(); return [p.x, p.y]; }}""")
+        const p = n.renderedPosition(); return [p.x, p.y]; }""")
     assert "more" in page.evaluate("window.lineageCy.nodes().filter((n) => n.data('label').startsWith('stg.orders'))"
                                    "[0].data('label')")
     page.mouse.click(box["x"] + x, box["y"] + y)

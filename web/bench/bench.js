@@ -1,3 +1,6 @@
+// Layout/render candidates measured before choosing (docs/UI.md). Not part of the app build; needs
+// `npm i --no-save cytoscape-dagre cytoscape-elk react react-dom @xyflow/react`, then
+// `npx vite build bench --outDir ../.bench-dist` and `python bench/run.py .bench-dist` (from web/).
 // Measures first render (data -> laid out and painted) of a layered graph of N nodes
 // for the candidate graph libraries. Usage: index.html?lib=cy-dagre|cy-elk|rf-elk&n=2000
 import cytoscape from 'cytoscape';

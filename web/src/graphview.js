@@ -10,8 +10,9 @@ const elk = new ELK({ workerUrl });
 // Start the worker (1.6 MB of compiled Java) while the page asks for its first lineage.
 elk.layout({ id: 'warm-up', children: [], edges: [] }).catch(() => {});
 
-// Flat graphs above this many nodes are placed by sweep.js in linear time (measured: docs/UI.md).
-const SWEEP_ABOVE = 400;
+// Flat graphs above this many nodes are placed by sweep.js in linear time: at 192 nodes ELK took 4.3 s to
+// the first paint and sweep.js 1.6 s on the same (loaded) machine (docs/UI.md).
+const SWEEP_ABOVE = 150;
 
 // Above this many nodes ELK's cheap strategies are used (measured: docs/UI.md).
 const FAST_ABOVE = 300;
@@ -21,7 +22,7 @@ const BASE_OPTIONS = {
   'elk.spacing.nodeNode': '10',
   'elk.layered.spacing.nodeNodeBetweenLayers': '60',
   'elk.hierarchyHandling': 'INCLUDE_CHILDREN',
-  'elk.padding': '[top=28,left=8,bottom=8,right=8]',
+  'elk.padding': '[top=22,left=22,bottom=22,right=22]',
 };
 const FAST_OPTIONS = {
   'elk.layered.layering.strategy': 'LONGEST_PATH',
@@ -56,7 +57,7 @@ const STYLE = [
   { selector: 'node[kind = "column"]', style: { 'background-color': '#f8fafc', 'font-size': 10 } },
   { selector: ':parent', style: {
     'background-color': '#f1f5f9', 'border-color': '#64748b', 'text-valign': 'top', 'text-halign': 'center',
-    'text-margin-y': 18, 'font-weight': 600, padding: 6,
+    'text-margin-y': 19, 'font-weight': 600, padding: 22,
   } },
   { selector: 'node[kind = "namespace"]', style: { 'background-color': '#f8fafc', 'border-style': 'dashed' } },
   { selector: 'node.root', style: { 'border-width': 3, 'border-color': '#2563eb' } },
@@ -122,6 +123,13 @@ export function createGraphView(container, { onTap, onBackgroundTap }) {
   cy.on('tap', 'node', (e) => onTap(e.target));
   cy.on('tap', (e) => { if (e.target === cy) onBackgroundTap?.(); });
   let generation = 0;
+  // Refit when the canvas changes size (details panel opened, window resized) until the user pans or zooms.
+  let userMoved = false;
+  for (const type of ['wheel', 'mousedown', 'touchstart']) container.addEventListener(type, () => { userMoved = true; }, { passive: true });
+  new ResizeObserver(() => {
+    cy.resize();
+    if (!userMoved && cy.nodes().length) cy.fit(undefined, 30);
+  }).observe(container);
 
   // Replaces the drawing with `elements`; resolves once laid out and painted.
   async function render(elements, { keepViewport = false } = {}) {
@@ -147,7 +155,7 @@ export function createGraphView(container, { onTap, onBackgroundTap }) {
     }));
     cy.endBatch();
     if (keepViewport) cy.viewport({ zoom, pan });
-    else cy.fit(undefined, 30);
+    else { cy.fit(undefined, 30); userMoved = false; }
     performance.mark('render:added');
     await new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)));
     return true;

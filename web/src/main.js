@@ -201,13 +201,12 @@ function selectColumn(id) {
   view.highlight(paths.nodes, paths.edges);
   view.select(id);
   const name = (x) => model.nodes.get(x)?.qualified_name ?? x;
-  const hops = (dir) => [...model.edges.values()].filter((e) => paths.edges.has(e.id))
-    .filter((e) => (dir === 'up' ? e.target : e.source) === id || paths.nodes.has(dir === 'up' ? e.target : e.source))
+  const hops = () => [...model.edges.values()].filter((e) => paths.edges.has(e.id) && e.source !== e.target)
     .map((e) => h('li', {}, name(e.source), ' → ', name(e.target), h('span', { class: 'muted', text: `  ${e.transformation ?? e.type}` })));
   clear($('details'),
     h('header', {}, h('span', { class: 'kind kind-column', text: 'column' }), h('h2', { text: n.qualified_name }),
       h('button', { class: 'close', 'aria-label': 'Close details', text: '×', onClick: () => { $('details').hidden = true; } })),
-    h('section', {}, h('h3', { text: 'Column paths' }), h('ul', { class: 'hops', 'aria-label': 'Column paths' }, hops('up'))));
+    h('section', {}, h('h3', { text: 'Column paths' }), h('ul', { class: 'hops', 'aria-label': 'Column paths' }, hops())));
   $('details').hidden = false;
 }
 
