@@ -151,9 +151,9 @@ def job_event(unit: Unit, naming: Naming, event_time: str, catalog: Catalog | No
     input_list = []
     for name in sorted(unit.inputs, key=TableName.key):
         known = _known_schema(name, catalog)
-        facets = {"schema": _schema_facet((c.name, c.type, None) for c in known.columns)} if known and \
+        in_facets = {"schema": _schema_facet((c.name, c.type, None) for c in known.columns)} if known and \
             known.columns else None
-        input_list.append(_dataset(name, naming, facets))
+        input_list.append(_dataset(name, naming, in_facets))
     output_list = []
     for key in sorted(outputs):
         out = outputs[key]

@@ -366,7 +366,7 @@ def units_of_sql(text: str, ctx: SqlContext, rel_path: str, limits: Limits = DEF
         if _first_word(chunk) not in CONTROL:
             ordinal += 1
         for k, st in enumerate(scanner.chunk_lineage(chunk)):
-            name = job_name(prefix, None, ordinal) + (f".{k + 1}" if k else "")
+            job = job_name(prefix, None, ordinal) + (f".{k + 1}" if k else "")
             if (not st.outputs and st.kind != "SELECT") or (st.kind == "CREATE_TABLE" and not st.inputs):
                 continue       # DDL is reported as tables (dataset events), not as jobs
             if st.kind == "CREATE_VIEW" and st.outputs:
@@ -374,6 +374,6 @@ def units_of_sql(text: str, ctx: SqlContext, rel_path: str, limits: Limits = DEF
                                   ctx.dialect, st.sql, st.line + line_offset, st.end_line + line_offset, (st,),
                                   st.outputs[0]))
                 continue
-            units.append(Unit(name, rel_path, "QUERY", integration, ctx.dialect, st.sql,
+            units.append(Unit(job, rel_path, "QUERY", integration, ctx.dialect, st.sql,
                               st.line + line_offset, st.end_line + line_offset, (st,)))
     return units, scanner.issues, scanner.count

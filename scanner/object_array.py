@@ -56,8 +56,8 @@ def object_array(units: Iterable[Unit], tables: Iterable[TableSchema] = (), *, d
             objects[low]["type"] = object_type
         return objects[low]
 
-    for t in tables:
-        node(key(t.table), "View" if t.kind == "VIEW" else "Table")
+    for declared in tables:
+        node(key(declared.table), "View" if declared.kind == "VIEW" else "Table")
     for unit in units:
         if unit.job_type in ("PROCEDURE", "FUNCTION", "TRIGGER") and unit.object_name is not None:
             owner = (key(unit.object_name), "Stored Procedure")

@@ -321,24 +321,10 @@ class _FunctionScanner:
             return None
         last = stmts[-1]
         cols = None
-        if last.kind == "SELECT":
-            # lineage of a bare query: trace it as if inserted somewhere
-            from scanner.sql import SqlContext as _Ctx  # noqa: F401
-            cols = self._select_columns(last)
-        return Frame(list(last.inputs), cols)
-
-    def _select_columns(self, st: StatementLineage) -> dict | None:
-        from sqlglot import exp
-
-        from scanner.sql import _Analyzer, parse_statement
-        try:
-            trees = parse_statement(st.sql, self.scanner.ctx.dialect)
-        except Exception:  # noqa: BLE001
-            return None
-        if not trees or not isinstance(trees[-1], (exp.Select, exp.SetOperation)):
-            return None
-        outs, _ind = _Analyzer(trees[-1], self.scanner.ctx).trace(trees[-1])
-        return {name: [(s[0], s[1], s[3]) for s in srcs if s[2] == "DIRECT"] for name, _t, srcs in outs} or None
+        if last.kind == "SELECT" and last.columns:
+            cols = {c.column: [(x.table, x.column, x.subtype) for x in c.sources if x.type == "DIRECT"]
+                    for c in last.columns if c.column != "*"}
+        return Frame(list(last.inputs), cols or None)
 
     def write(self, node: ast.Call, attr: str) -> None:
         func = node.func

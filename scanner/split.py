@@ -155,11 +155,11 @@ def split_statements(text: str, dialect: str, keyword_mode: bool = False,
                 case_depth -= 1
             elif case_depth == 0 and (_is_start(tok) or word in CONTROL) and verb not in CONTROL_NO_SPLIT:
                 starts_new = True
-                nxt = toks[i + 1] if i + 1 < len(toks) else None
+                following = toks[i + 1] if i + 1 < len(toks) else None
                 if tt in (T.SELECT, T.WITH) and (prev.token_type in _SET_OPS or prev.token_type == T.ALIAS
                                                  or wants_query or prev.token_type == T.L_PAREN):
                     starts_new = False
-                elif tt == T.WITH and nxt is not None and nxt.token_type == T.L_PAREN:
+                elif tt == T.WITH and following is not None and following.token_type == T.L_PAREN:
                     starts_new = False          # a table hint: FROM t WITH (NOLOCK)
                 elif tt in (T.INSERT, T.UPDATE, T.DELETE, T.MERGE) and (
                         verb == "MERGE" or (verb == "WITH" and wants_query)):
