@@ -733,6 +733,12 @@ class _Deriver:
             job_version = ids.job_version_id(job_node, source_type, source_url, source_version, sql)
             self.t["stg_job_versions"].append((job_version, job_node, source_type, source_url, git_commit, sql,
                                                time, time))
+        elif "sourceCodeLocation" in deleted:
+            # the event deleted the job's code (a code scanner's retraction of a vanished statement): a code-less
+            # version, first seen now, becomes the current one, so the edges of earlier versions stop being
+            # current (edge validity, sink/postgres.py); the job's history stays
+            job_version = ids.job_version_id(job_node, None, None, None, None)
+            self.t["stg_job_versions"].append((job_version, job_node, None, None, None, None, time, time))
         parent_run = parent_job = root_run = nominal_start = nominal_end = None
         if run is not None:
             parent_run, parent_job, root_run = self.parents(run_facets, time)

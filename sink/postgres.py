@@ -26,7 +26,9 @@ per key in SQL (only when the batch was staged by several parts: one part's rows
   that of the batch that last changed the row, and ``rows_modified`` counts real changes only;
 * keys are sorted (``ORDER BY key``) and tables merged in one order, so two concurrent writers lock rows in
   the same order (deadlocks are still retried ``store_deadlock_retries`` times);
-* edge validity: for each job touched, the current job version is the one first seen last; edges of that job
+* edge validity: for each job with edges or a version in the batch, the current job version is the one first
+  seen last (a version with no edges counts: a code scanner's retraction, whose code facets are ``_deleted``,
+  is such a version and so retires every edge of the job); edges of that job
   made by another version and last seen before the current version's first_seen get
   ``valid_to = current.first_seen`` (history); an edge seen again after its valid_to becomes valid again;
 * raw events: ``ON CONFLICT (event_hash) DO NOTHING``; duplicates = staged - inserted;
@@ -356,7 +358,8 @@ EDGE_VALIDITY = """
     WITH cur AS (
         SELECT DISTINCT ON (v.job_id) v.job_id, v.job_version_id, v.first_seen
         FROM lineage_job_versions v
-        WHERE v.job_id IN (SELECT job_id FROM stg_edges WHERE batch_id = %(b)s)
+        WHERE v.job_id IN (SELECT job_id FROM stg_edges WHERE batch_id = %(b)s
+                           UNION SELECT job_id FROM stg_job_versions WHERE batch_id = %(b)s)
         ORDER BY v.job_id, v.first_seen DESC, v.job_version_id DESC),
     want AS (
         SELECT e.edge_id,

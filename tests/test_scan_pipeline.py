@@ -59,6 +59,20 @@ def test_scan_load_through_the_batch_path_joins_a_loaded_runtime_event(pg_dsn, t
                             "--namespace", "warehouse", "--state", str(tmp_path / "state.json"), *common],
                            capture_output=True, text=True, timeout=180)
     assert again.returncode == 0, again.stderr
+    # a vanished file is retracted: its jobs' edges stop being current (valid_to), the others' stay
+    (code / "etl" / "daily.sql").unlink()
+    gone = subprocess.run([sys.executable, "-m", "lineage", "scan", str(code), "--load", "--jobs", "1",
+                           "--namespace", "warehouse", "--state", str(tmp_path / "state.json"), *common],
+                          capture_output=True, text=True, timeout=180)
+    assert gone.returncode == 0, gone.stderr
+    assert "retract" in gone.stderr, gone.stderr
+    with psycopg.connect(pg_dsn) as conn:
+        rows = conn.execute("SELECT j.name, e.valid_to IS NULL FROM lineage_edges e "
+                            "JOIN lineage_jobs j ON j.job_id = e.job_id").fetchall()
+    retracted = {name for name, current in rows if "daily.sql" in name}
+    assert retracted, rows
+    assert all(not current for name, current in rows if "daily.sql" in name), rows
+    assert any(current for name, current in rows if "daily.sql" not in name)
 
 
 def _assert_joined_graph(pg_dsn: str) -> None:
