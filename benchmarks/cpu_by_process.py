@@ -106,15 +106,21 @@ def cpu_seconds(argv: list[str], interval: float = 0.25) -> tuple[float, dict[st
     return wall, totals, proc.returncode
 
 
-def main(args: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--interval", type=float, default=0.25)
+def parse_wrapper_args(args: list[str] | None, doc: str, interval: float) -> tuple[argparse.Namespace, list[str]]:
+    """``[--interval S] [--json FILE] -- CMD...`` of a tool that runs and watches a command."""
+    parser = argparse.ArgumentParser(description=doc.split("\n", 1)[0])
+    parser.add_argument("--interval", type=float, default=interval)
     parser.add_argument("--json", dest="json_file")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     ns = parser.parse_args(args)
     command = ns.command[1:] if ns.command[:1] == ["--"] else ns.command
     if not command:
         parser.error("no command (put it after --)")
+    return ns, command
+
+
+def main(args: list[str] | None = None) -> int:
+    ns, command = parse_wrapper_args(args, __doc__, 0.25)
     wall, totals, code = cpu_seconds(command, ns.interval)
     print(f"{'wall':>22}: {wall:8.1f} s")
     for kind, value in sorted(totals.items(), key=lambda kv: -kv[1]):

@@ -16,7 +16,6 @@ Output: a table, and with ``--json FILE``
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -24,10 +23,10 @@ import sys
 import time
 
 try:
-    from .cpu_by_process import _cmdline, classify
+    from .cpu_by_process import _cmdline, classify, parse_wrapper_args
 except ImportError:  # run as a script
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from benchmarks.cpu_by_process import _cmdline, classify
+    from benchmarks.cpu_by_process import _cmdline, classify, parse_wrapper_args
 
 __all__ = ["tree_pids", "sample", "main"]
 
@@ -110,14 +109,7 @@ def measure(argv: list[str], interval: float = 1.0) -> dict[str, object]:
 
 
 def main(args: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--interval", type=float, default=1.0)
-    parser.add_argument("--json", dest="json_file")
-    parser.add_argument("command", nargs=argparse.REMAINDER)
-    ns = parser.parse_args(args)
-    command = ns.command[1:] if ns.command[:1] == ["--"] else ns.command
-    if not command:
-        parser.error("no command (put it after --)")
+    ns, command = parse_wrapper_args(args, __doc__, 1.0)
     result = measure(command, ns.interval)
     mib = 1024 * 1024
     print(f"{'kind':>20}  {'peak RSS MiB':>12}  {'peak PSS MiB':>12}  processes")

@@ -39,11 +39,11 @@ FS_CHECKPOINT_MANAGERS = (
 class SparkMemorySettings(BaseSettings):
     """The memory the processor's Spark may hold, part by part; the defaults fit a 4 GB laptop share.
 
-    Measured with ``lineage bench --events 20000`` on the 2-core machine (docs/PERFORMANCE.md, issue 18):
-    the bench's process tree peaked at 4.1 GB RSS, of which the JVM 1.5 GB (heap up to ``-Xmx2g``, plus
-    RocksDB's native memory), Spark's Python processes 1.6 GB (14 of them: workers kept idle in the pool,
-    the daemons), the bench's own process 0.67 GB (its demo events, now produced one by one) and the broker
-    0.44 GB (all topics in memory). Each field bounds one of those parts:
+    Measured with ``lineage bench --events 20000`` on the shared 2-core machine (docs/PERFORMANCE.md, issue
+    18): the bench's process tree peaked at 3.15-4.15 GB RSS in two runs of the old defaults. Of that, the JVM
+    took 0.9-1.5 GB: its heap grows towards ``-Xmx`` (it was 2g, and the one-hour soak saw the JVM at
+    2.2 GiB), plus RocksDB's native memory. Spark's Python processes took 1.3-1.6 GB, 13-14 of them:
+    workers kept idle in the pool, and the daemons. The broker took 0.45 GB. Each field bounds one part:
     """
 
     model_config = SettingsConfigDict(env_prefix="LINEAGE_SPARK_", extra="forbid")
