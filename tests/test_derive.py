@@ -24,10 +24,20 @@ from sink.model import StoredEvent
 NS = "postgres://warehouse:5432"
 
 
+FACET_BASE = {"_producer": "https://example.com/producer",
+              "_schemaURL": "https://openlineage.io/spec/facets/1-0-0/Facet.json#/$defs/Facet"}
+
+
+def based(facets: dict[str, Any] | None) -> dict[str, Any]:
+    """``facets`` with the BaseFacet fields the core spec requires (``_producer``, ``_schemaURL``) where missing."""
+    return {k: {**FACET_BASE, **v} if isinstance(v, dict) else v for k, v in (facets or {}).items()}
+
+
 def ds(name: str, ns: str = NS, fields: list[str] | None = None, **facets: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"namespace": ns, "name": name, "facets": dict(facets)}
     if fields is not None:
         out["facets"]["schema"] = {"fields": [{"name": f, "type": "int"} for f in fields]}
+    out["facets"] = based(out["facets"])
     return out
 
 
@@ -37,8 +47,8 @@ def run_event(event_type: str, time: str, run_id: str, job: str = "etl.job", inp
     return {
         "eventType": event_type, "eventTime": time, "producer": "https://example.com/producer",
         "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
-        "run": {"runId": run_id, "facets": run_facets or {}},
-        "job": {"namespace": job_ns, "name": job, "facets": job_facets or {}},
+        "run": {"runId": run_id, "facets": based(run_facets)},
+        "job": {"namespace": job_ns, "name": job, "facets": based(job_facets)},
         "inputs": inputs or [], "outputs": outputs or [],
     }
 
