@@ -354,22 +354,32 @@ EDGE_DURATIONS = """
       AND e.kind = 'dataset' AND r.duration_ms IS NOT NULL
       AND e.metadata -> 'duration_ms' IS DISTINCT FROM to_jsonb(r.duration_ms)"""
 
-EDGE_VALIDITY = """
-    WITH cur AS (
+_EDGE_VALIDITY = """
+    WITH jobs AS MATERIALIZED ({jobs}),
+    cur AS MATERIALIZED (
         SELECT DISTINCT ON (v.job_id) v.job_id, v.job_version_id, v.first_seen
-        FROM lineage_job_versions v
-        WHERE v.job_id IN (SELECT job_id FROM stg_edges WHERE batch_id = %(b)s
-                           UNION SELECT job_id FROM stg_job_versions WHERE batch_id = %(b)s)
+        FROM lineage_job_versions v JOIN jobs ON jobs.job_id = v.job_id
         ORDER BY v.job_id, v.first_seen DESC, v.job_version_id DESC),
-    want AS (
-        SELECT e.edge_id,
-               CASE WHEN e.job_version_id IS DISTINCT FROM cur.job_version_id AND e.last_seen < cur.first_seen
-                    THEN cur.first_seen END AS valid_to
-        FROM lineage_edges e JOIN cur ON e.job_id = cur.job_id
-        WHERE e.job_version_id IS NOT NULL
-        ORDER BY e.edge_id)
+    want AS MATERIALIZED (
+        SELECT w.edge_id, w.valid_to FROM (
+            SELECT e.edge_id, e.valid_to AS was,
+                   CASE WHEN e.job_version_id IS DISTINCT FROM cur.job_version_id AND e.last_seen < cur.first_seen
+                        THEN cur.first_seen END AS valid_to
+            FROM lineage_edges e JOIN cur ON e.job_id = cur.job_id
+            WHERE e.job_version_id IS NOT NULL) w
+        WHERE w.was IS DISTINCT FROM w.valid_to
+        ORDER BY w.edge_id)
     UPDATE lineage_edges e SET valid_to = want.valid_to, last_batch_id = %(b)s
-    FROM want WHERE e.edge_id = want.edge_id AND e.valid_to IS DISTINCT FROM want.valid_to"""
+    FROM want WHERE e.edge_id = want.edge_id"""
+#: Edge validity for the jobs the batch staged edges for, then for those it staged only a version for (a code
+#: scanner's retraction). The job set, the current versions and the changed edges are materialized, so the
+#: update touches only the edges whose validity changes, by key: inlined, with the new table's stale
+#: statistics (one row), the planner chose a nested loop over all of a job's edges for each edge, quadratic
+#: for a job with 100,000 outputs (tests/test_reliability_hostile.py).
+EDGE_VALIDITY = _EDGE_VALIDITY.format(jobs="SELECT DISTINCT job_id FROM stg_edges WHERE batch_id = %(b)s")
+EDGE_VALIDITY_VERSIONS_ONLY = _EDGE_VALIDITY.format(
+    jobs="SELECT job_id FROM stg_job_versions WHERE batch_id = %(b)s "
+         "EXCEPT SELECT job_id FROM stg_edges WHERE batch_id = %(b)s")
 
 _CL_LATEST = ("transformation_type", "transformation_logic", "dependencies", "job_id")
 _STAGED_COLUMN_LINEAGE = _reduce("stg_column_lineage", "column_lineage_id", [
@@ -402,10 +412,13 @@ MERGE_PROVENANCE = """
 #: The nodes this batch wrote, locked (transaction-scoped advisory locks, in node order) before
 #: :data:`RESOLVE_WRITE_KINDS` re-reads them in a new statement snapshot: two batches writing one node
 #: resolve it one after the other, the second seeing the first's committed records.
+#: One advisory lock per bucket of written nodes (256 buckets), taken in bucket order: a lock per node ran out
+#: of the lock table (max_locks_per_transaction) on an event with 100,000 outputs, and PostgreSQL's "out of
+#: shared memory" made the merge retry forever (tests/test_reliability_hostile.py).
 LOCK_WRITTEN_NODES = """
-    SELECT count(pg_advisory_xact_lock(%(lock)s, hashtext(node_id::text))) FROM (
-        SELECT DISTINCT node_id FROM stg_provenance WHERE batch_id = %(b)s AND event_type <> 'accessed'
-         ORDER BY node_id) n"""
+    SELECT count(pg_advisory_xact_lock(%(lock)s, bucket)) FROM (
+        SELECT DISTINCT hashtext(node_id::text) & 255 AS bucket FROM stg_provenance
+         WHERE batch_id = %(b)s AND event_type <> 'accessed' ORDER BY bucket) n"""
 
 #: Provenance write kinds (migration 009): of the writes of each node this batch wrote, the earliest in
 #: event time (ties: smallest provenance_id) is ``created`` unless its event declared a lifecycle change
@@ -832,6 +845,7 @@ class GraphStore:
                     if table == "lineage_edges":
                         modified += cur.execute(EDGE_DURATIONS, params).rowcount
                         modified += cur.execute(EDGE_VALIDITY, params).rowcount
+                        modified += cur.execute(EDGE_VALIDITY_VERSIONS_ONLY, params).rowcount
                     if table == "lineage_provenance":
                         modified += resolve_write_kinds(cur, params)
                     self._count(result, table, added, modified)

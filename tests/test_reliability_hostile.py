@@ -14,6 +14,7 @@ import json
 import os
 import random
 import uuid
+from urllib.parse import quote
 
 import psycopg
 import pytest
@@ -99,7 +100,8 @@ def _hostile(rng: random.Random) -> dict[str, bytes]:
 def _sql_event() -> dict:
     event = run_event(job=f"job{SQL}", inputs=(f"in{SQL}",), outputs=(f"out{SQL}",), namespace=f"ns{SQL}")
     event["producer"] = "https://example.com/p?q=%27%3B--"
-    event["run"]["facets"] = {"custom": {"_producer": f"https://x/{SQL}", "_schemaURL": "https://x/s",
+    # `_producer` must be a URI (core spec): the metacharacters go in percent-encoded there, verbatim elsewhere
+    event["run"]["facets"] = {"custom": {"_producer": f"https://x/{quote(SQL, safe='')}", "_schemaURL": "https://x/s",
                                          "note": SQL}}
     return event
 
