@@ -9,8 +9,9 @@
 from __future__ import annotations
 
 import zlib
+from collections.abc import AsyncIterator, Mapping
 
-from fastapi import HTTPException, Request
+from fastapi import HTTPException
 
 __all__ = ["read_body", "BodyError"]
 
@@ -54,22 +55,23 @@ class _Gunzip:
         return b"".join(self._parts)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The (decompressed) body; raises :class:`BodyError` (413 / 415 / 400) as described above."""
-    length = request.headers.get("content-length")
+async def read_body(headers: Mapping[str, str], chunks: AsyncIterator[bytes], limit: int) -> bytes:
+    """The (decompressed) body of a request with ``headers`` (lower-case names) whose body arrives as
+    ``chunks``; raises :class:`BodyError` (413 / 415 / 400) as described above."""
+    length = headers.get("content-length")
     if length is not None:
         try:
             if int(length) > limit:
                 raise _too_large(limit, "the body")
         except ValueError as exc:
             raise BodyError(400, "Content-Length is not a number") from exc
-    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    encoding = headers.get("content-encoding", "identity").strip().lower()
     if encoding not in ("identity", "gzip", "x-gzip", ""):
         raise BodyError(415, f"Content-Encoding {encoding!r} is not supported (use gzip or none)")
     gunzip = _Gunzip(limit) if encoding in ("gzip", "x-gzip") else None
     parts: list[bytes] = []
     received = 0
-    async for chunk in request.stream():
+    async for chunk in chunks:
         received += len(chunk)
         if received > limit:
             raise _too_large(limit, "the body")

@@ -15,7 +15,7 @@ from fastapi import Depends, HTTPException, Request
 
 from api.settings import ApiSettings
 
-__all__ = ["get_settings", "get_pool", "get_conn", "require_write_key", "require_read_key", "key_matches"]
+__all__ = ["get_settings", "get_pool", "get_conn", "require_write_key", "require_read_key", "key_matches", "check_key"]
 
 
 def get_settings(request: Request) -> ApiSettings:
@@ -60,8 +60,9 @@ def key_matches(presented: str, keys: list[Any]) -> bool:
     return found
 
 
-def _check_key(request: Request, settings: ApiSettings) -> None:
-    header = request.headers.get("authorization", "")
+def check_key(headers: Any, settings: ApiSettings) -> None:
+    """401 / 403 unless ``headers`` (a mapping with lower-case names) carry one of the configured keys."""
+    header = headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise HTTPException(401, "missing API key: send `Authorization: Bearer <key>`",
@@ -73,10 +74,10 @@ def _check_key(request: Request, settings: ApiSettings) -> None:
 def require_write_key(request: Request, settings: Annotated[ApiSettings, Depends(get_settings)]) -> None:
     """401 without / 403 with a wrong ``Authorization: Bearer`` key, when keys are configured."""
     if settings.api_keys:
-        _check_key(request, settings)
+        check_key(request.headers, settings)
 
 
 def require_read_key(request: Request, settings: Annotated[ApiSettings, Depends(get_settings)]) -> None:
     """Like :func:`require_write_key`, for GET routes, only when ``read_requires_key`` is set."""
     if settings.read_requires_key and settings.api_keys:
-        _check_key(request, settings)
+        check_key(request.headers, settings)

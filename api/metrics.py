@@ -31,6 +31,17 @@ class ApiMetrics:
                                  ("method", "route"), buckets=_BUCKETS, registry=self.registry)
         self.events = Counter("lineage_http_ingested_events_total", "events posted to /api/v1/lineage by outcome",
                               ("outcome",), registry=self.registry)
+        self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        """Count one request and its latency (the labelled children are looked up once per label set)."""
+        key = (method, route, status)
+        children = self._children.get(key)
+        if children is None:
+            children = self._children[key] = (self.requests.labels(method, route, str(status)),
+                                              self.latency.labels(method, route))
+        children[0].inc()
+        children[1].observe(seconds)
 
 
 def _route_template(scope: dict[str, Any]) -> str:
@@ -60,9 +71,7 @@ class _Timing:
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
-            route, method = _route_template(scope), scope["method"]
-            self.metrics.requests.labels(method, route, str(status[0])).inc()
-            self.metrics.latency.labels(method, route).observe(time.perf_counter() - started)
+            self.metrics.observe(scope["method"], _route_template(scope), status[0], time.perf_counter() - started)
 
 
 def install(app: FastAPI) -> None:

@@ -11,8 +11,9 @@ injected name could not load or run a script even if it reached the DOM as marku
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
 
@@ -32,6 +33,31 @@ _NOT_BUILT = ("The web UI is not built: run `make web-build` (npm ci && npm run 
 _API_PREFIXES = ("api/", "openapi.json", "docs", "metrics", "healthz")
 
 
+_RAW_HEADERS = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in _HEADERS.items()]
+
+
+class _UiHeaders:
+    """The security headers on every response outside ``/api/`` that does not set them itself (a pure ASGI
+    middleware: Starlette's ``@app.middleware("http")`` runs each request in a task group and re-streams it)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"].startswith("/api/"):
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                present = {k.lower() for k, _ in message.get("headers", [])}
+                message["headers"] = [*message.get("headers", []),
+                                      *((k, v) for k, v in _RAW_HEADERS if k not in present)]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
 def mount(app: FastAPI, dist: Path | None = None) -> None:
     """Serve the UI in ``dist`` (default :data:`DIST`) at ``/``; a missing build answers 503 saying how to build."""
     root = (dist or DIST).resolve()
@@ -39,13 +65,7 @@ def mount(app: FastAPI, dist: Path | None = None) -> None:
     if (root / "assets").is_dir():
         app.mount("/assets", StaticFiles(directory=root / "assets"), name="web-assets")
 
-    @app.middleware("http")
-    async def _ui_headers(request: Request, call_next):  # type: ignore[no-untyped-def]
-        response = await call_next(request)
-        if not request.url.path.startswith("/api/"):
-            for key, value in _HEADERS.items():
-                response.headers.setdefault(key, value)
-        return response
+    app.add_middleware(_UiHeaders)
 
     @app.get("/{path:path}", include_in_schema=False)
     async def _page(path: str) -> Response:

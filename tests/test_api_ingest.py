@@ -184,3 +184,43 @@ def test_a_standard_facet_that_breaks_its_schema_is_dropped_reported_and_dead_le
     assert records[0]["field"].startswith("outputs[0].facets.ownership")
     assert records[0]["topic"] == topic_names["events"] and json.loads(records[0]["value"]) == event
     assert key == "run:test/facets"
+
+
+def test_the_fast_path_and_the_documented_route_answer_alike(server: str, kafka_bootstrap: str,
+                                                               topic_names: dict[str, str], pg_dsn: str) -> None:
+    """``lineage serve`` answers POST /api/v1/lineage without FastAPI's stack (api.app.LineageApp); with CORS
+    configured the documented FastAPI route answers. Both must give the same statuses, bodies and headers."""
+    from api.settings import ApiSettings
+    from api.testing import running_server
+
+    good = run_event(job="parity_good")
+    bad = run_event(job="parity_bad")
+    bad["run"]["runId"] = "not-a-uuid"
+    cases = [
+        (json.dumps(good).encode(), {}),                                   # 201
+        (json.dumps(bad).encode(), {}),                                    # 400 naming the field
+        (json.dumps([good, bad]).encode(), {}),                            # 207
+        (b"{not json", {}),                                                # 400
+        (json.dumps(good).encode(), {"Content-Type": "text/plain"}),       # 415
+        (b"x" * 1_000_001, {}),                                            # 413
+        (json.dumps(good).encode(), {"key": None}),                        # 401 + WWW-Authenticate
+        (json.dumps(good).encode(), {"key": "wrong"}),                     # 403
+    ]
+    settings = ApiSettings(postgres_dsn=pg_dsn, bootstrap_servers=kafka_bootstrap, topic_events=topic_names["events"],
+                           topic_dlq=topic_names["dlq"], api_keys=[KEY], max_body_bytes=1_000_000,
+                           cors_origins=["http://example.test"])
+
+    def answers(url: str) -> list[tuple[int, object, str | None, str | None]]:
+        out = []
+        for body, extra in cases:
+            extra = dict(extra)
+            answer = _post(url, body, key=extra.pop("key", KEY), **extra)
+            out.append((answer.status_code, answer.json(), answer.headers.get("www-authenticate"),
+                        answer.headers.get("content-type")))
+        return out
+
+    fast = answers(server)
+    with running_server(settings) as full_stack:
+        routed = answers(full_stack)
+    assert [a[0] for a in fast] == [201, 400, 207, 400, 415, 413, 401, 403]
+    assert fast == routed
