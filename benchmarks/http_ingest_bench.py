@@ -23,21 +23,21 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import os
-import subprocess
 import sys
 import threading
 import time
-import urllib.request
 import uuid
+from pathlib import Path
 from typing import Any
 
 import orjson
 
-from lineage.embedded.broker import EmbeddedBroker, create_topics
-from lineage.embedded.ports import free_port
-from producers.demo import DemoTraffic
-from producers.keys import message_key
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.serving import served  # noqa: E402
+from lineage.embedded.broker import EmbeddedBroker, create_topics  # noqa: E402
+from producers.demo import DemoTraffic  # noqa: E402
+from producers.keys import message_key  # noqa: E402
 
 
 def demo_events(n: int) -> list[dict[str, Any]]:
@@ -47,23 +47,6 @@ def demo_events(n: int) -> list[dict[str, Any]]:
     while len(out) < n:
         out.extend(m.value for m in traffic.take(2 * n) if m.subject is None)
     return out[:n]
-
-
-def start_server(bootstrap: str, topic: str) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    env = {**os.environ, "LINEAGE_POSTGRES_DSN": "postgresql://bench@127.0.0.1:1/none", "LINEAGE_POOL_MIN_SIZE": "0"}
-    proc = subprocess.Popen([sys.executable, "-m", "lineage", "serve", "--port", str(port), "--bootstrap-servers",
-                             bootstrap, "--topic-events", topic, "--data-dir", "/nonexistent"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/openapi.json", timeout=1).close()
-            return proc, port
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise SystemExit("the server did not start")
 
 
 def post_all(port: int, bodies: list[bytes]) -> None:
@@ -146,8 +129,10 @@ def main() -> None:
     broker = EmbeddedBroker(partitions=3, topics=()).start()
     topic = f"bench.{uuid.uuid4().hex[:8]}"
     create_topics(broker.bootstrap, [topic], partitions=3)
-    proc, port = start_server(broker.bootstrap, topic)
-    try:
+    env = {"LINEAGE_POSTGRES_DSN": "postgresql://bench@127.0.0.1:1/none", "LINEAGE_POOL_MIN_SIZE": "0"}
+    with served("--bootstrap-servers", broker.bootstrap, "--topic-events", topic, "--data-dir", "/nonexistent",
+                env=env) as url:
+        port = int(url.rsplit(":", 1)[1])
         post_all(port, singles[:200])  # warm up (imports, connections, producer id)
         n = len(events)
         figures = {
@@ -161,10 +146,7 @@ def main() -> None:
             "batch": args.batch,
             "connections": args.connections,
         }
-    finally:
-        proc.terminate()
-        proc.wait(30)
-        broker.stop()
+    broker.stop()
     for key, value in figures.items():
         print(f"{key:40s} {value:,.0f}" if isinstance(value, float) else f"{key:40s} {value}")
     if args.json:

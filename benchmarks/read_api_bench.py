@@ -9,7 +9,7 @@ PostgreSQL is started in a temporary directory and removed at the end. Prints fi
 
 What is timed
     * ``lineage_http``: ``GET /api/graph/lineage?node=<ns/name>&direction=both&depth=3&budget=500`` on a
-      real uvicorn (``api.testing.running_server``), one keep-alive client, from random datasets of the
+      real ``lineage serve`` process (``benchmarks/serving.py``), one keep-alive client, from random datasets of the
       middle layers (3..6, so both directions have depth to walk); wall time per request, JSON included.
     * ``lineage_lib``: the same question through :func:`sink.neighbourhood.neighbourhood` on one connection,
       with CPU time (client thread + backend, as query_bench does).
@@ -100,8 +100,7 @@ class Http:
 
 
 def measure(dsn: str, wh: Warehouse, samples: int, seed: int, only: str | None = None) -> dict[str, Any]:
-    from api.settings import ApiSettings
-    from api.testing import running_server
+    from benchmarks.serving import served
     from sink.catalog import search
     from sink.neighbourhood import neighbourhood
 
@@ -142,8 +141,7 @@ def measure(dsn: str, wh: Warehouse, samples: int, seed: int, only: str | None =
     if only:
         out["load_average"] = os.getloadavg()[0]
         return out
-    settings = ApiSettings(postgres_dsn=dsn, bootstrap_servers="127.0.0.1:1")
-    with running_server(settings) as url:
+    with served("--bootstrap-servers", "127.0.0.1:1", env={"LINEAGE_POSTGRES_DSN": dsn}) as url:
         client = Http(url)
         for s in starts[:10]:
             client.get("/api/graph/lineage", node=s, direction="both", depth=3, budget=500)
