@@ -1,7 +1,8 @@
 """Our own JSON read API under ``/api/graph`` (contract: docs/HTTP_GRAPH_API.md).
 
 Handlers hold no SQL: search and node detail come from :mod:`sink.catalog`, the bounded lineage around a
-node from :mod:`sink.neighbourhood`, routes and impact from :class:`sink.queries.LineageQueries`.
+node from :mod:`sink.neighbourhood` (at a dataset version: the version walk of :mod:`sink.versions`), routes,
+impact and ancestors from :class:`sink.queries.LineageQueries`.
 Errors: 404 ``{"detail": ...}`` for an unknown node, 400 for bad parameters (and for an ambiguous name).
 Every list is paginated (``limit``, ``offset``, ``next_offset``) and every traversal bounded (depth,
 budget, route count).
@@ -101,6 +102,9 @@ class LineageNodeOut(_Open):
     placeholder: bool
     last_run_state: str | None
     anomaly: bool
+    version: str | None = Field(description="a dataset version node: the version (None for a run's own version)")
+    version_id: str | None = Field(description="a dataset version node: its version id (the id is "
+                                               "<dataset id>@<version id>, dataset_id the dataset)")
 
 
 class LineageEdgeOut(_Open):
@@ -131,6 +135,21 @@ class ImpactResponse(BaseModel):
     datasets: list[dict[str, Any]]
     jobs: list[dict[str, Any]]
     owners: list[dict[str, Any]]
+
+
+class AncestorOut(BaseModel):
+    version_id: str | None
+    version: str | None
+    event_time: str | None
+    run_id: str | None
+    steps: int
+
+
+class AncestorsResponse(BaseModel):
+    root: dict[str, Any]
+    root_version: str | None
+    within: dict[str, Any]
+    ancestors: list[AncestorOut]
 
 
 class RunsResponse(BaseModel):
@@ -196,6 +215,9 @@ def _parse_time(value: str | None) -> datetime | None:
 #: use); only a value of the wrong type (``depth=abc``) is FastAPI's 422.
 Limit = int
 Offset = int
+Version = Annotated[str | None, Query(description="walk from this version of the dataset `node` (a version string or "
+                                                  "a version id, as `lineage upstream --version`); a node named at "
+                                                  "a version (`ns/<object_id>:<v>`, `ns/name@v`) needs none")]
 
 
 @router.get("/search", response_model=None, responses={200: {"model": SearchResponse}},
@@ -223,19 +245,20 @@ def node(conn: Conn, node: str) -> dict[str, Any]:
             summary="the bounded lineage around a node")
 def lineage(conn: Conn, node: str,
             direction: str = "both", depth: int = 3, level: str = "dataset", as_of: str | None = None,
-            budget: int = 500) -> Response:
+            budget: int = 500, version: Version = None) -> Response:
     from sink.neighbourhood import neighbourhood
 
     if not 1 <= depth <= 10:
         raise HTTPException(400, f"depth must be between 1 and 10, not {depth}")
     found = _answer(neighbourhood, conn, node, direction=direction, depth=depth, level=level,
-                    as_of=_parse_time(as_of), budget=budget)
+                    as_of=_parse_time(as_of), budget=budget, version=version)
     return _json({"root": found.root, "truncated": found.truncated, "nodes": found.nodes, "edges": found.edges})
 
 
 def _node_out(n: Any) -> dict[str, Any]:
-    return {"id": n.node_id, "type": n.kind, "namespace": n.namespace, "name": n.name, "label": n.label,
-            "column": n.column, "placeholder": n.is_placeholder, "owners": list(n.owners)}
+    return {"id": n.key, "type": n.kind, "namespace": n.namespace, "name": n.name, "label": n.label,
+            "column": n.column, "placeholder": n.is_placeholder, "owners": list(n.owners),
+            "version": n.version, "version_id": n.version_id}
 
 
 @router.get("/routes", response_model=RoutesResponse, summary="all routes between two nodes (LineageRoute)")
@@ -258,16 +281,30 @@ def routes(conn: Conn, from_: Annotated[str, Query(alias="from")],
 
 @router.get("/impact", response_model=ImpactResponse, summary="what a change to a node affects, and who owns it")
 def impact(conn: Conn, node: str, depth: int = 10,
-           as_of: str | None = None) -> dict[str, Any]:
+           as_of: str | None = None, version: Version = None) -> dict[str, Any]:
     from sink.queries import LineageQueries
 
     if not 1 <= depth <= 20:
         raise HTTPException(400, f"depth must be between 1 and 20, not {depth}")
-    result = _answer(LineageQueries(conn).impact, node, depth=depth, as_of=_parse_time(as_of))
+    result = _answer(LineageQueries(conn).impact, node, depth=depth, as_of=_parse_time(as_of), version=version)
     return {"root": _node_out(result.root),
             "datasets": [{**_node_out(h.node), "depth": h.level} for h in result.datasets],
             "jobs": [{**_node_out(h.node), "depth": h.level} for h in result.jobs],
             "owners": [{"owner": o, "nodes": labels} for o, labels in result.owners.items()]}
+
+
+@router.get("/ancestors", response_model=AncestorsResponse,
+            summary="the revisions of `within` a revision of `node` derives from (Ancestors)")
+def ancestors(conn: Conn, node: str, within: str, version: Annotated[str | None, Query(
+        description="the revision of `node` (a version string or id; default: its latest, or the version "
+                    "its name carries)")] = None) -> dict[str, Any]:
+    from sink.queries import LineageQueries
+
+    result = _answer(LineageQueries(conn).ancestors, node, within, version=version)
+    return {"root": _node_out(result.root), "root_version": result.root_version, "within": _node_out(result.within),
+            "ancestors": [{"version_id": a.version_id, "version": a.version, "run_id": a.run_id, "steps": a.steps,
+                           "event_time": a.event_time.isoformat() if a.event_time else None}
+                          for a in result.ancestors]}
 
 
 @router.get("/runs", response_model=RunsResponse, summary="runs of a job, newest first")

@@ -12,7 +12,9 @@ answer holds at most :data:`MAX_GRAPH_NODES` nodes, the nearest to the start nod
 Mapping from the graph: a dataset's ``type`` is ``DB_TABLE`` (``STREAM`` for stream nodes), its
 ``sourceName`` its namespace; versions are ``lineage_dataset_versions`` (id = Marquez's version UUID);
 run states map START/RUNNING/OTHER -> RUNNING, COMPLETE -> COMPLETED, FAIL -> FAILED, ABORT -> ABORTED.
-Facets are not kept per node by the graph: ``facets`` is ``{}`` (the events hold them, ``/events/lineage``).
+``facets`` of datasets, dataset versions, jobs and runs are read back from the stored events (the graph keeps
+what it reads out of facets, not the facets): each facet as the newest of the node's latest events gave it
+(:func:`sink.marquez_queries.dataset_facets` and its siblings, one query per page).
 Writes of Marquez's old API (PUT datasets / jobs, run markers) are not served: use ``POST /api/v1/lineage``.
 """
 
@@ -73,19 +75,24 @@ def _tags(tags: Any) -> list[str]:
     return [str(t.get("key", t.get("name", t)) if isinstance(t, dict) else t) for t in tags or []]
 
 
-def _dataset(r: dict[str, Any]) -> dict[str, Any]:
+def _dataset(r: dict[str, Any], facets: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": {"namespace": r["namespace"], "name": r["name"]},
         "type": "STREAM" if r["node_type"] == "stream" else "DB_TABLE",
         "name": r["name"], "physicalName": r["name"], "namespace": r["namespace"], "sourceName": r["namespace"],
         "createdAt": _ts(r["first_seen"]), "updatedAt": _ts(r["last_seen"]),
         "fields": _fields(r["fields"]), "tags": _tags(r["tags"]), "lastModifiedAt": _ts(r["last_modified_at"]),
-        "lastLifecycleState": None, "description": r["description"], "facets": {},
+        "lastLifecycleState": None, "description": r["description"], "facets": facets,
         "currentVersion": str(r["current_version"]) if r["current_version"] else None, "deleted": False,
     }
 
 
-def _dataset_version(r: dict[str, Any], run: dict[str, Any] | None) -> dict[str, Any]:
+def _datasets(conn: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    facets = mq.dataset_facets(conn, [str(r["dataset_id"]) for r in rows])
+    return [_dataset(r, facets.get(str(r["dataset_id"]), {})) for r in rows]
+
+
+def _dataset_version(r: dict[str, Any], run: dict[str, Any] | None, facets: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": {"namespace": r["namespace"], "name": r["name"], "version": str(r["version_id"])},
         "type": "STREAM" if r["node_type"] == "stream" else "DB_TABLE",
@@ -93,11 +100,11 @@ def _dataset_version(r: dict[str, Any], run: dict[str, Any] | None) -> dict[str,
         "createdAt": _ts(r["event_time"]), "version": str(r["version_id"]),
         "fields": _fields(r["fields"] if r["fields"] is not None else r["dataset_fields"]),
         "tags": _tags(r["tags"]), "description": r["description"], "lifecycleState": None,
-        "createdByRun": run, "facets": {},
+        "createdByRun": run, "facets": facets,
     }
 
 
-def _run(r: dict[str, Any], io: list[dict[str, Any]]) -> dict[str, Any]:
+def _run(r: dict[str, Any], io: list[dict[str, Any]], facets: dict[str, Any]) -> dict[str, Any]:
     run_id = str(r["run_id"])
     mine = [x for x in io if x["run_id"] == run_id]
     return {
@@ -109,7 +116,7 @@ def _run(r: dict[str, Any], io: list[dict[str, Any]]) -> dict[str, Any]:
                        "version": str(r["job_version_id"]) if r["job_version_id"] else None},
         "inputDatasetVersions": [_io_version(x) for x in mine if x["direction"] == "input"],
         "outputDatasetVersions": [_io_version(x) for x in mine if x["direction"] == "output"],
-        "context": {}, "facets": {},
+        "context": {}, "facets": facets,
     }
 
 
@@ -119,14 +126,17 @@ def _io_version(x: dict[str, Any]) -> dict[str, Any]:
 
 
 def _runs(conn: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    io = mq.run_io(conn, [str(r["run_id"]) for r in rows]) if rows else []
-    return [_run(r, io) for r in rows]
+    ids = [str(r["run_id"]) for r in rows]
+    io = mq.run_io(conn, ids) if rows else []
+    facets = mq.run_facets(conn, ids)
+    return [_run(r, io, facets.get(run_id, {})) for r, run_id in zip(rows, ids, strict=True)]
 
 
 def _jobs(conn: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ids = [str(r["job_id"]) for r in rows]
     datasets = mq.job_datasets(conn, ids) if ids else []
     latest = _runs(conn, mq.latest_runs(conn, ids)) if ids else []
+    facets = mq.job_facets(conn, ids)
     by_job: dict[str, list[dict[str, Any]]] = {}
     for run in latest:
         by_job.setdefault(f'{run["jobVersion"]["namespace"]}\x00{run["jobVersion"]["name"]}', []).append(run)
@@ -144,7 +154,8 @@ def _jobs(conn: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "outputs": [{"namespace": d["namespace"], "name": d["name"]} for d in mine if d["direction"] == "output"],
             "location": r["source_url"], "context": {"sql": r["sql"]} if r["sql"] else {},
             "description": r["description"], "latestRun": runs[0] if runs else None, "latestRuns": runs,
-            "facets": {}, "currentVersion": str(r["current_version"]) if r["current_version"] else None,
+            "facets": facets.get(jid, {}),
+            "currentVersion": str(r["current_version"]) if r["current_version"] else None,
             "labels": [], "tags": [],
         })
     return out
@@ -169,7 +180,7 @@ def get_namespace(namespace: str, conn: Conn) -> Response:
 @router.get("/namespaces/{namespace}/datasets", summary="list datasets (Marquez DatasetList)")
 def list_datasets(namespace: str, conn: Conn, limit: Limit = 100, offset: Offset = 0) -> Response:
     rows, total = mq.list_datasets(conn, _n(namespace), limit, offset)
-    return _json({"datasets": [_dataset(r) for r in rows], "totalCount": total})
+    return _json({"datasets": _datasets(conn, rows), "totalCount": total})
 
 
 @router.get("/namespaces/{namespace}/datasets/{dataset}/versions/{version}",
@@ -178,7 +189,8 @@ def get_dataset_version(namespace: str, dataset: str, version: str, conn: Conn) 
     row = mq.get_dataset_version(conn, _n(namespace), _n(dataset), _n(version))
     if row is None:
         raise _not_found(f"version {_n(version)!r} of dataset {_n(namespace)}/{_n(dataset)}")
-    return _json(_dataset_version(row, _created_by(conn, row)))
+    facets = mq.version_facets(conn, [str(row["version_id"])])
+    return _json(_dataset_version(row, _created_by(conn, row), facets.get(str(row["version_id"]), {})))
 
 
 def _created_by(conn: Any, row: dict[str, Any]) -> dict[str, Any] | None:
@@ -193,7 +205,9 @@ def list_dataset_versions(namespace: str, dataset: str, conn: Conn, limit: Limit
     rows, total = mq.list_dataset_versions(conn, _n(namespace), _n(dataset), limit, offset)
     if not rows and mq.get_dataset(conn, _n(namespace), _n(dataset)) is None:
         raise _not_found(f"dataset {_n(namespace)}/{_n(dataset)}")
-    return _json({"versions": [_dataset_version(r, None) for r in rows], "totalCount": total})
+    facets = mq.version_facets(conn, [str(r["version_id"]) for r in rows])
+    return _json({"versions": [_dataset_version(r, None, facets.get(str(r["version_id"]), {})) for r in rows],
+                  "totalCount": total})
 
 
 @router.get("/namespaces/{namespace}/datasets/{dataset}", summary="one dataset (Marquez Dataset)")
@@ -201,7 +215,7 @@ def get_dataset(namespace: str, dataset: str, conn: Conn) -> Response:
     row = mq.get_dataset(conn, _n(namespace), _n(dataset))
     if row is None:
         raise _not_found(f"dataset {_n(namespace)}/{_n(dataset)}")
-    return _json(_dataset(row))
+    return _json(_datasets(conn, [row])[0])
 
 
 # -- jobs, runs -----------------------------------------------------------------------------------
@@ -330,8 +344,9 @@ def get_lineage(conn: Conn, nodeId: str, depth: Annotated[int, Query(ge=1, le=50
             outs.setdefault(e.source_id, []).append(edge)
             ins.setdefault(e.target_id, []).append(edge)
     data: dict[str, Any] = {}
-    for r in mq.get_datasets(conn, [n.node_id for n in nodes if n.kind == "dataset"]):
-        data[str(r["dataset_id"])] = _dataset(r)
+    dataset_rows = mq.get_datasets(conn, [n.node_id for n in nodes if n.kind == "dataset"])
+    for r, shaped in zip(dataset_rows, _datasets(conn, dataset_rows), strict=True):
+        data[str(r["dataset_id"])] = shaped
     job_rows = mq.get_jobs(conn, [n.node_id for n in nodes if n.kind == "job"])
     for r, shaped in zip(job_rows, _jobs(conn, job_rows), strict=True):
         data[str(r["job_id"])] = shaped

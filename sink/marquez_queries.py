@@ -13,7 +13,8 @@ from typing import Any
 __all__ = [
     "list_namespaces", "get_namespace", "list_datasets", "get_dataset", "get_datasets", "get_jobs", "list_dataset_versions",
     "get_dataset_version", "list_jobs", "get_job", "job_datasets", "list_runs", "get_run", "run_io",
-    "latest_runs", "list_events", "column_lineage_edges", "dataset_fields",
+    "latest_runs", "list_events", "column_lineage_edges", "dataset_fields", "dataset_facets", "version_facets",
+    "job_facets", "run_facets",
 ]
 
 
@@ -187,6 +188,153 @@ def run_io(conn: Any, run_ids: list[str]) -> list[dict[str, Any]]:
                            WHERE dv.dataset_id = io.dataset_id AND dv.event_time <= io.event_time
                            ORDER BY dv.event_time DESC LIMIT 1) v ON io.version_id IS NULL
         WHERE io.run_id = ANY(%(ids)s::uuid[]) ORDER BY io.direction, d.namespace, d.name""", {"ids": run_ids})
+
+
+# -- facets ---------------------------------------------------------------------------------------
+#
+# The graph keeps what it reads out of facets (fields, owner, tags, ...), not the facets: those are in the stored
+# events (lineage_events.payload, the canonical JSON text). A node's facets are read back from its latest
+# events, each facet as the newest event that carried it gave it (a facet marked ``"_deleted": true`` there is
+# left out), in one query for a whole page of nodes; every event set is bounded per node, through indexes.
+
+#: Per page: ``candidates (k, event_hash)`` (the events to read for node ``k``) and ``names (k, namespace,
+#: name)`` (the names those events give the dataset ``k``: its own, its aliases'; an Evo ``<object id>:<v>``
+#: names the object id) -> ``(k, facets)``, each dataset facet from the newest candidate event naming it.
+_DATASET_FACETS = """
+, docs AS (SELECT c.k, e.event_hash, e.event_time, e.payload::jsonb AS doc
+           FROM (SELECT DISTINCT k, event_hash FROM candidates) c JOIN lineage_events e ON e.event_hash = c.event_hash),
+entries AS (
+    SELECT d.k, d.event_hash, d.event_time, x.value AS ds
+    FROM docs d
+    CROSS JOIN LATERAL jsonb_array_elements(
+        CASE jsonb_typeof(d.doc -> 'inputs') WHEN 'array' THEN d.doc -> 'inputs' ELSE '[]' END
+        || CASE jsonb_typeof(d.doc -> 'outputs') WHEN 'array' THEN d.doc -> 'outputs' ELSE '[]' END
+        || CASE jsonb_typeof(d.doc -> 'dataset') WHEN 'object' THEN jsonb_build_array(d.doc -> 'dataset')
+           ELSE '[]' END) x
+),
+facet_rows AS (
+    SELECT DISTINCT ON (en.k, f.key) en.k, f.key, f.value
+    FROM entries en
+    JOIN names n ON n.k = en.k AND n.namespace = en.ds ->> 'namespace'
+                AND (n.name = en.ds ->> 'name' OR (en.ds ->> 'name' ~ '^[0-9a-fA-F-]{36}:[^:/]+$'
+                                                   AND lower(split_part(en.ds ->> 'name', ':', 1)) = n.name))
+    CROSS JOIN LATERAL jsonb_each(CASE jsonb_typeof(en.ds -> 'facets') WHEN 'object' THEN en.ds -> 'facets'
+                                  ELSE '{}' END) f
+    ORDER BY en.k, f.key, en.event_time DESC, en.event_hash DESC
+)
+SELECT k::text AS k, jsonb_object_agg(key, value) AS facets FROM facet_rows
+WHERE NOT value @> '{"_deleted": true}' GROUP BY k"""
+
+#: How many of a node's latest events are read for its facets (per source of events below).
+FACET_EVENTS = 10
+
+
+def dataset_facets(conn: Any, dataset_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """``{dataset_id: facets}``: each dataset facet as the newest of the dataset's latest events gave it.
+
+    The events: the latest :data:`FACET_EVENTS` that read or wrote the dataset, or were DatasetEvents about it
+    (its provenance records, index ``lineage_provenance_node``; an alias's too), the other events of their runs
+    (a START that announced the output's facets), and the latest JobEvents of the jobs that read or write it
+    (a code scanner declares schemas there).
+    """
+    if not dataset_ids:
+        return {}
+    rows = _rows(conn, """
+        WITH page AS (SELECT dataset_id, namespace, name FROM lineage_datasets WHERE dataset_id = ANY(%(ids)s::uuid[])),
+        names AS (
+            SELECT dataset_id AS k, dataset_id AS node, namespace, name FROM page
+            UNION ALL
+            SELECT p.dataset_id, a.dataset_id, a.namespace, a.name
+            FROM page p JOIN lineage_datasets a ON a.alias_of = p.dataset_id AND a.alias_of IS NOT NULL
+        ),
+        touched AS (
+            SELECT n.k, pv.event_hash FROM names n
+            CROSS JOIN LATERAL (SELECT pr.event_hash FROM lineage_provenance pr WHERE pr.node_id = n.node
+                                ORDER BY pr.event_time DESC LIMIT %(n)s) pv
+        ),
+        candidates AS (
+            SELECT k, event_hash FROM touched
+            UNION
+            SELECT t.k, o.event_hash FROM touched t
+            JOIN lineage_events e ON e.event_hash = t.event_hash AND e.run_id IS NOT NULL
+            CROSS JOIN LATERAL (SELECT o.event_hash FROM lineage_events o WHERE o.run_id = e.run_id
+                                ORDER BY o.event_time DESC LIMIT %(n)s) o
+            UNION
+            SELECT p.dataset_id, ev.event_hash FROM page p
+            CROSS JOIN LATERAL (SELECT e.job_id FROM lineage_edges e
+                                WHERE e.kind IN ('reads', 'writes') AND e.job_id IS NOT NULL AND e.valid_to IS NULL
+                                  AND (e.source_node_id = p.dataset_id OR e.target_node_id = p.dataset_id)
+                                GROUP BY e.job_id ORDER BY bool_or(e.kind = 'writes') DESC, e.job_id LIMIT 3) je
+            JOIN lineage_jobs j ON j.job_id = je.job_id
+            CROSS JOIN LATERAL (SELECT event_hash, event_kind FROM lineage_events
+                                WHERE job_namespace = j.namespace AND job_name = j.name
+                                ORDER BY event_time DESC LIMIT 3) ev
+            WHERE ev.event_kind = 'job'
+        )""" + _DATASET_FACETS, {"ids": dataset_ids, "n": FACET_EVENTS})
+    return {r["k"]: r["facets"] for r in rows}
+
+
+def version_facets(conn: Any, version_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """``{version_id: facets}``: the dataset facets the events of the run that wrote each version gave it (up to
+    the version's time); a version with no run (a DatasetEvent's) from the events about the dataset at its time."""
+    if not version_ids:
+        return {}
+    rows = _rows(conn, """
+        WITH page AS (SELECT v.version_id, v.dataset_id, v.run_id, v.event_time FROM lineage_dataset_versions v
+                      WHERE v.version_id = ANY(%(ids)s::uuid[])),
+        names AS (
+            SELECT p.version_id AS k, d.namespace, d.name FROM page p JOIN lineage_datasets d ON d.dataset_id = p.dataset_id
+            UNION ALL
+            SELECT p.version_id, a.namespace, a.name
+            FROM page p JOIN lineage_datasets a ON a.alias_of = p.dataset_id AND a.alias_of IS NOT NULL
+        ),
+        candidates AS (
+            SELECT p.version_id AS k, e.event_hash FROM page p
+            CROSS JOIN LATERAL (SELECT e.event_hash FROM lineage_events e WHERE e.run_id = p.run_id
+                                  AND e.event_time <= p.event_time ORDER BY e.event_time DESC LIMIT %(n)s) e
+            UNION
+            SELECT p.version_id, pr.event_hash FROM page p
+            JOIN lineage_provenance pr ON p.run_id IS NULL AND pr.node_id = p.dataset_id AND pr.event_time = p.event_time
+        )""" + _DATASET_FACETS, {"ids": version_ids, "n": FACET_EVENTS})
+    return {r["k"]: r["facets"] for r in rows}
+
+
+def _merged(conn: Any, sql: str, ids: list[str], path: str) -> dict[str, dict[str, Any]]:
+    """``{k: facets}`` merged from ``sql``'s ``(k, event_hash, event_time, doc)`` rows at ``doc #> path``, each
+    facet from the newest event that carried it (``_deleted`` facets left out)."""
+    if not ids:
+        return {}
+    rows = _rows(conn, f"""
+        WITH docs AS ({sql}),
+        facet_rows AS (
+            SELECT DISTINCT ON (d.k, f.key) d.k, f.key, f.value FROM docs d
+            CROSS JOIN LATERAL jsonb_each(CASE jsonb_typeof(d.doc #> '{path}') WHEN 'object' THEN d.doc #> '{path}'
+                                          ELSE '{{}}' END) f
+            ORDER BY d.k, f.key, d.event_time DESC, d.event_hash DESC
+        )
+        SELECT k::text AS k, jsonb_object_agg(key, value) AS facets FROM facet_rows
+        WHERE NOT value @> '{{"_deleted": true}}' GROUP BY k""", {"ids": ids, "n": FACET_EVENTS})
+    return {r["k"]: r["facets"] for r in rows}
+
+
+def job_facets(conn: Any, job_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """``{job_id: facets}``: each job facet as the newest of the job's latest :data:`FACET_EVENTS` events gave it
+    (index ``lineage_events_job``)."""
+    return _merged(conn, """
+        SELECT j.job_id AS k, e.event_hash, e.event_time, e.payload::jsonb AS doc FROM lineage_jobs j
+        CROSS JOIN LATERAL (SELECT event_hash, event_time, payload FROM lineage_events
+                            WHERE job_namespace = j.namespace AND job_name = j.name
+                            ORDER BY event_time DESC LIMIT %(n)s) e
+        WHERE j.job_id = ANY(%(ids)s::uuid[])""", job_ids, "{job,facets}")
+
+
+def run_facets(conn: Any, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """``{run_id: facets}``: each run facet as the newest of the run's latest :data:`FACET_EVENTS` events gave it
+    (index ``lineage_events_run``)."""
+    return _merged(conn, """
+        SELECT r.id AS k, e.event_hash, e.event_time, e.payload::jsonb AS doc FROM unnest(%(ids)s::uuid[]) AS r(id)
+        CROSS JOIN LATERAL (SELECT event_hash, event_time, payload FROM lineage_events WHERE run_id = r.id
+                            ORDER BY event_time DESC LIMIT %(n)s) e""", run_ids, "{run,facets}")
 
 
 # -- events ---------------------------------------------------------------------------------------

@@ -21,6 +21,14 @@ As of
 Order and determinism
     Within a step, new nodes are taken in id order until the budget is spent, so the same graph and
     question always give the same answer.
+Dataset versions
+    A root named at a version (``<object_id>:<version>``, ``name@version``, ``<dataset id>@<version id>`` or
+    ``version=``) is walked through the runs' input and output versions (:mod:`sink.versions`, the walk of
+    ``lineage upstream --version``, through terminal jobs as the dataset walk goes): version nodes have the
+    walk's id ``<dataset id>@<version id>``, ``dataset_id`` the dataset, ``version`` / ``version_id`` set
+    (None on other nodes), ``last_run_state`` the state of the run that wrote that version and ``anomaly``
+    that version's quality record. Budget, depth, ``hidden_neighbours`` and the folded dataset edges as in
+    the dataset walk. Column level does not walk versions.
 Edge ids
     Stable strings, not table keys: ``reads:<dataset>><job>``, ``writes:<job>><dataset>`` and
     ``<job>:<source>><target>`` for a dataset edge (one per job that made it). Job edges have no
@@ -36,7 +44,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sink.queries import MAX_DEPTH, LineageNode, LineageQueries, QueryError
+from sink.queries import MAX_DEPTH, LineageNode, LineageQueries, QueryError, TraversalHit
+from sink.versions import version_walk
 
 __all__ = ["NeighbourNode", "NeighbourEdge", "Neighbourhood", "neighbourhood", "MAX_BUDGET", "DIRECTIONS", "LEVELS"]
 
@@ -63,6 +72,8 @@ class NeighbourNode:
     last_run_state: str | None = None
     anomaly: bool = False
     label: str = ""
+    version: str | None = None
+    version_id: str | None = None
 
 
 @dataclass
@@ -123,14 +134,21 @@ def _check(direction: str, depth: int, level: str, budget: int, as_of: datetime 
 
 
 def neighbourhood(conn: Any, node: str, *, direction: str = "both", depth: int = 3, level: str = "dataset",
-                  as_of: datetime | None = None, budget: int = 500) -> Neighbourhood:
-    """The bounded lineage around ``node`` (module doc). Raises NodeNotFoundError / QueryError."""
+                  as_of: datetime | None = None, budget: int = 500, version: str | None = None) -> Neighbourhood:
+    """The bounded lineage around ``node`` (at ``version``, or the version its name carries: module doc).
+    Raises NodeNotFoundError / QueryError."""
     _check(direction, depth, level, budget, as_of)
-    root = LineageQueries(conn).resolve(node)
+    queries = LineageQueries(conn)
+    root = queries.resolve(node, version)
     if level == "column" or root.kind == "column":
         if root.kind == "job":
             raise QueryError("column-level lineage starts at a dataset or a column, not a job")
+        if root.version_id is not None:
+            raise QueryError("column-level lineage does not walk dataset versions: drop the version or use "
+                             "level=dataset")
         return _ColumnWalk(conn, root, direction, depth, as_of, budget).run()
+    if root.version_id is not None:
+        return _VersionWalk(queries, root, direction, depth, as_of, budget).run()
     return _DatasetWalk(conn, root, direction, depth, as_of, budget).run()
 
 
@@ -347,5 +365,104 @@ class _ColumnWalk:
                 ns, name, qname, placeholder, anomalies = rows.get(did, (did, "", did, did, True, None))[1:]
                 nodes.append(NeighbourNode(did, "dataset", ns, name, qname, None, None, depth_of.get(did, 0),
                                            False, 0, bool(placeholder), None, bool(anomalies), f"{ns}/{name}"))
+        nodes.sort(key=lambda n: (n.depth, n.label))
+        return nodes
+
+
+class _VersionWalk:
+    """The neighbourhood of a dataset version: :meth:`LineageQueries.upstream` / ``downstream`` at the version,
+    one level past ``depth`` so that the frontier's hidden neighbours are known, cut to the budget."""
+
+    def __init__(self, queries: LineageQueries, root: LineageNode, direction: str, depth: int,
+                 as_of: datetime | None, budget: int) -> None:
+        self.q, self.conn, self.root, self.depth, self.as_of, self.budget = queries, queries.conn, root, depth, as_of, budget
+        self.directions = ("upstream", "downstream") if direction == "both" else (direction,)
+
+    def run(self) -> Neighbourhood:
+        hits: dict[str, TraversalHit] = {}
+        away: list[tuple[str, str]] = []       # (nearer the root, farther) for every edge the walks used
+        flows: set[tuple[str, str, str]] = set()
+        for direction in self.directions:
+            walk = version_walk(self.q, direction, self.root, min(self.depth + 1, MAX_DEPTH), self.as_of, False)
+            for hit in walk.hits:
+                if hit.node.key not in hits or hit.steps < hits[hit.node.key].steps:
+                    hits[hit.node.key] = hit
+            for e in walk.edges:
+                flows.add((e.source_id, e.target_id, e.kind))
+                away.append((e.target_id, e.source_id) if direction == "upstream" else (e.source_id, e.target_id))
+        taken: dict[str, TraversalHit] = {self.root.key: TraversalHit(self.root, 0, 0)}
+        truncated = False
+        for hit in sorted(hits.values(), key=lambda h: (h.steps, h.node.label)):
+            if hit.level > self.depth or hit.node.key in taken:
+                continue
+            if len(taken) >= self.budget:
+                truncated = True
+                continue
+            taken[hit.node.key] = hit
+        hidden: dict[str, set[str]] = {}
+        for here, there in away:
+            if here in taken and there not in taken:
+                hidden.setdefault(here, set()).add(there)
+        edges = {f"{k}:{s}>{t}": NeighbourEdge(f"{k}:{s}>{t}", s, t, k, None, s if k == "writes" else t)
+                 for s, t, k in flows if s in taken and t in taken}
+        edges.update(self._dataset_edges(taken, list(edges.values())))
+        return Neighbourhood(self.root.key, truncated, self._nodes(taken, hidden),
+                             sorted(edges.values(), key=lambda e: (e.source, e.target, e.type)))
+
+    def _dataset_edges(self, taken: dict[str, TraversalHit], job_edges: list[NeighbourEdge]
+                       ) -> dict[str, NeighbourEdge]:
+        """``<job>:<source>><target>`` for each taken ``source -reads-> job -writes-> target``, typed by the
+        dataset edge the job made between the two datasets (``derived_from`` when it has none)."""
+        readers: dict[str, set[str]] = {}
+        writers: dict[str, set[str]] = {}
+        for e in job_edges:
+            (readers if e.type == "reads" else writers).setdefault(e.job or "", set()).add(
+                e.source if e.type == "reads" else e.target)
+        pairs = [(j, s, t) for j in readers for s in sorted(readers[j]) for t in sorted(writers.get(j, ()))]
+        if not pairs:
+            return {}
+        ds = {k: h.node.node_id for k, h in taken.items()}
+        types = {(str(j), str(s), str(t)): et for j, s, t, et in self.conn.execute(
+            "SELECT e.job_id, e.source_node_id, e.target_node_id, min(e.edge_type) FROM lineage_edges e "
+            "WHERE e.kind = 'dataset' AND (e.job_id, e.source_node_id, e.target_node_id) IN "
+            "(SELECT * FROM unnest(%(j)s::uuid[], %(s)s::uuid[], %(t)s::uuid[])) GROUP BY 1, 2, 3",
+            {"j": [j for j, _, _ in pairs], "s": [ds[s] for _, s, _ in pairs],
+             "t": [ds[t] for _, _, t in pairs]}).fetchall()}
+        return {f"{j}:{s}>{t}": NeighbourEdge(f"{j}:{s}>{t}", s, t,
+                                              types.get((j, ds[s], ds[t]), "derived_from"), None, j)
+                for j, s, t in pairs}
+
+    def _nodes(self, taken: dict[str, TraversalHit], hidden: dict[str, set[str]]) -> list[NeighbourNode]:
+        ds_ids = sorted({h.node.node_id for h in taken.values() if h.node.kind == "dataset"})
+        version_ids = sorted({h.node.version_id for h in taken.values() if h.node.version_id})
+        job_ids = sorted({h.node.node_id for h in taken.values() if h.node.kind == "job"})
+        datasets = {r[0]: r[1:] for r in self.conn.execute(
+            "SELECT d.dataset_id::text, d.qualified_name, d.is_placeholder FROM lineage_datasets d "
+            "WHERE d.dataset_id = ANY(%s::uuid[])", (ds_ids,)).fetchall()}
+        versions = {r[0]: r[1:] for r in self.conn.execute("""
+            SELECT v.version_id::text, r.state, q.anomalies FROM lineage_dataset_versions v
+            LEFT JOIN lineage_runs r ON r.run_id = v.run_id
+            LEFT JOIN LATERAL (SELECT q.anomalies FROM lineage_quality q WHERE q.version_id = v.version_id
+                               ORDER BY q.measured_at DESC LIMIT 1) q ON true
+            WHERE v.version_id = ANY(%s::uuid[])""", (version_ids,)).fetchall()}
+        jobs = {r[0]: r[1:] for r in self.conn.execute("""
+            SELECT j.job_id::text, j.qualified_name, lr.state FROM lineage_jobs j
+            LEFT JOIN LATERAL (SELECT r.state FROM lineage_runs r WHERE r.job_id = j.job_id
+                               ORDER BY r.state_time DESC NULLS LAST LIMIT 1) lr ON true
+            WHERE j.job_id = ANY(%s::uuid[])""", (job_ids,)).fetchall()}
+        nodes = []
+        for key, hit in taken.items():
+            n = hit.node
+            if n.kind == "job":
+                qname, state = jobs.get(n.node_id, (n.node_id, None))
+                anomaly, placeholder = False, n.is_placeholder
+            else:
+                qname, placeholder = datasets.get(n.node_id, (n.node_id, True))
+                state, anomalies = versions.get(n.version_id or "", (None, None))
+                anomaly = bool(anomalies)
+            left = hidden.get(key, set())
+            nodes.append(NeighbourNode(key, n.kind, n.namespace, n.name, qname,
+                                       n.node_id if n.version_id else None, None, hit.level, bool(left), len(left),
+                                       bool(placeholder), state, anomaly, n.label, n.version, n.version_id))
         nodes.sort(key=lambda n: (n.depth, n.label))
         return nodes

@@ -45,7 +45,8 @@ Aliases
 Node syntax (:meth:`LineageQueries.resolve`)
     ``namespace/name`` or ``namespace:name`` (or the dataset's ``qualified_name``) for a
     dataset; ``job:namespace/name`` (or ``job:namespace:name``) for a job; ``<dataset>#column``
-    for a column; a UUID (dataset, job) as well.
+    for a column; a UUID (dataset, job) as well;
+    ``<dataset id>@<version id>`` (a walk's :attr:`LineageNode.key`) for a dataset version.
 """
 
 from __future__ import annotations
@@ -575,6 +576,10 @@ class LineageQueries:
             as_uuid = str(uuid.UUID(text))
         except ValueError:
             as_uuid = None
+        if as_uuid is None and "@" in text:     # a walk's key, <dataset id>@<version id> (LineageNode.key)
+            keyed = self._dataset_at_key(text)
+            if keyed is not None:
+                return _with_column(keyed, column)
         if as_uuid is not None:
             found = self._datasets_by_id([as_uuid])
             if found:
@@ -587,6 +592,17 @@ class LineageQueries:
             raise NodeNotFoundError(f"no dataset or job has id {as_uuid}")
         ds = self._resolve_dataset(text, node)
         return _with_column(ds, column)
+
+    def _dataset_at_key(self, text: str) -> LineageNode | None:
+        """``<dataset id>@<version>`` (a :attr:`LineageNode.key`, or a dataset id and a version string): the
+        dataset carrying the version named, or None when the part before ``@`` is no dataset id."""
+        head, _, version = text.rpartition("@")
+        try:
+            head = str(uuid.UUID(head))
+        except ValueError:
+            return None
+        found = self._datasets_by_id([head]) if version else {}
+        return replace(self._canonical(found[head]), version=version) if found else None
 
     def _resolve_dataset(self, text: str, original: str) -> LineageNode:
         ns, nm = _splits(text)
