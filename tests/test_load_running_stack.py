@@ -2,7 +2,8 @@
 
 The documented backfill path: the loader writes the same PostgreSQL graph and the same Parquet store as the
 stream processor, at the same time, with its own (negative, content-derived) batch ids. The Parquet store
-orders rows by the commit sequence of migration 008, so neither writer's rows shadow the other's.
+orders rows by the commit sequence of migration 008, so neither writer's rows shadow the other's. The same
+stack also serves the web UI: a short chromium step finds a streamed demo dataset and its upstream there.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import os
 import subprocess
 import sys
 import threading
+import urllib.parse
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -59,6 +62,43 @@ def _evo_versions(dsn: str) -> int:
     with psycopg.connect(dsn) as conn:
         return conn.execute("SELECT count(*) FROM lineage_dataset_versions v JOIN lineage_datasets d USING "
                             "(dataset_id) WHERE d.namespace LIKE 'evogeoscienceobject://%%'").fetchone()[0]
+
+
+def _browse_the_streamed_demo(http_url: str, dsn: str, tmp_path: Path) -> None:
+    """The stack's web UI in chromium: a dataset the streamed demo traffic wrote, found with the search box,
+    lists at least one of the upstream nodes the graph API names for it. Skipped without Playwright."""
+    pytest.importorskip("playwright.sync_api")
+    from producers.demo import NAMESPACES
+    from tests.test_web_ui import browser_page, chromium, ensure_web_build, nodes_in_view, playwright_api
+
+    with psycopg.connect(dsn) as conn:
+        found = conn.execute(
+            "SELECT d.name, d.qualified_name FROM lineage_datasets d WHERE d.namespace = ANY(%s) AND d.alias_of IS "
+            "NULL AND EXISTS (SELECT 1 FROM lineage_edges e WHERE e.target_node_id = d.dataset_id AND e.valid_to "
+            "IS NULL) ORDER BY d.qualified_name LIMIT 1", (list(NAMESPACES),)).fetchone()
+    assert found, "no dataset of the demo traffic has an upstream"
+    name, qualified = found
+    query = urllib.parse.urlencode({"node": qualified, "direction": "upstream", "depth": 3})
+    with urllib.request.urlopen(f"{http_url}/api/graph/lineage?{query}", timeout=60) as response:
+        answer = json.load(response)
+    upstream = sorted(n["qualified_name"] for n in answer["nodes"] if n["id"] != answer["root"])
+    assert upstream, answer
+
+    ensure_web_build()
+    with chromium() as browser, browser_page(browser, tmp_path) as page:
+        page.goto(http_url)
+        page.get_by_role("searchbox").fill(name)
+        page.get_by_role("option").filter(has=page.get_by_text(qualified, exact=True)).click()
+        try:
+            page.wait_for_function("""(upstream) => document.body.dataset.state === 'ready' && [...document
+                .querySelectorAll('#nodes-in-view li')].some((li) => upstream.includes(li.textContent))""",
+                                   arg=upstream)
+        except playwright_api.TimeoutError:
+            raise AssertionError(f"none of {upstream} in view: {nodes_in_view(page)}, status "
+                                 f"{page.locator('#status').inner_text()!r}") from None
+        shown = nodes_in_view(page)
+        page.screenshot(path=str(tmp_path / "ui-running-stack.png"))
+    assert qualified in shown and set(shown) & set(upstream), (qualified, shown, upstream)
 
 
 def test_load_into_a_running_stack_twice_while_the_stream_writes(tmp_path: Path) -> None:
@@ -117,6 +157,7 @@ def test_load_into_a_running_stack_twice_while_the_stream_writes(tmp_path: Path)
                                     "'s%%'", (NS,)).fetchone()[0] == 1 + 1 + 20 + 1   # src, shared, streamed, sentinel
         assert_eventually(streamed_landed, timeout=240, message="the streamed events did not land")
         assert_eventually(lambda: _evo_versions(dsn), timeout=120, message="no Evo object version streamed in")
+        _browse_the_streamed_demo(endpoints["http_url"], dsn, tmp_path)
         before = _snapshot(dsn)
         assert before["datasets"] == 1 + 1 + 30 + 5 + 20 + 1 and before["load_batches"] == 5
 

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote
@@ -89,17 +90,22 @@ def server(graph_db) -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
+@contextmanager
+def chromium() -> Iterator[object]:
+    """Debian's chromium under Playwright (also used by tests/test_load_running_stack.py)."""
     assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: run scripts/ensure-chromium.sh (make install-test-deps)"
     with playwright_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+        try:
+            yield b
+        finally:
+            b.close()
 
 
-@pytest.fixture
-def page(browser, tmp_path) -> Iterator[object]:
+@contextmanager
+def browser_page(browser, tmp_path: Path) -> Iterator[object]:
+    """A 1440x900 page that records dialogs (``page.dialogs``) and script errors, asserts there were none of
+    the latter, and leaves ``last.png`` in ``tmp_path``."""
     # Playwright's own waits evaluate strings, which the UI's Content-Security-Policy (no eval) would refuse;
     # the policy itself is checked in test_a_hostile_name_renders_as_text.
     context = browser.new_context(viewport={"width": 1440, "height": 900}, bypass_csp=True)
@@ -110,10 +116,24 @@ def page(browser, tmp_path) -> Iterator[object]:
     pg.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     pg.on("pageerror", lambda e: errors.append(str(e)))
     pg.dialogs, pg.errors = dialogs, errors
-    yield pg
-    pg.screenshot(path=str(tmp_path / "last.png"))
-    context.close()
+    try:
+        yield pg
+        pg.screenshot(path=str(tmp_path / "last.png"))
+    finally:
+        context.close()
     assert not errors, errors
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with chromium() as b:
+        yield b
+
+
+@pytest.fixture
+def page(browser, tmp_path) -> Iterator[object]:
+    with browser_page(browser, tmp_path) as pg:
+        yield pg
 
 
 def nodes_in_view(page) -> list[str]:
@@ -273,3 +293,102 @@ def test_live_updates_appear_without_a_reload(page, server, graph_db) -> None:
     wait_nodes(page, present=[f"{NS}/live.fresh"])
     assert page.evaluate("window.__noReload") is True
     assert "updated" in page.locator("#live").inner_text()
+
+
+FIT_MAX_ZOOM = 1.25   # web/src/graphview.js: a fit never zooms in further
+# Labels of the drawn nodes whose rendered box is not wholly inside the part of #graph that shows (left of
+# the details panel when it is open), measured in the page's own pixels.
+HIDDEN_NODES = """() => {
+  const graph = document.getElementById('graph').getBoundingClientRect();
+  const panel = document.getElementById('details');
+  const width = (panel.hidden ? graph.right : Math.min(graph.right, panel.getBoundingClientRect().left)) - graph.left;
+  return window.lineageCy.nodes().filter((n) => {
+    const b = n.renderedBoundingBox();   // in pixels from the top left corner of #graph
+    return b.x1 < -1 || b.x2 > width + 1 || b.y1 < -1 || b.y2 > graph.height + 1;
+  }).map((n) => n.data('label'));
+}"""
+POSITIONS = "() => Object.fromEntries(window.lineageCy.nodes().map((n) => [n.id(), n.position()]))"
+
+
+def click_node(page, label: str) -> None:
+    """A click on the canvas, where the node labelled ``label`` is drawn."""
+    box = page.locator("#graph").bounding_box()
+    x, y = page.evaluate("""(label) => { const n = window.lineageCy.nodes().filter((n) => n.data('label') === label);
+        const p = n.renderedPosition(); return [p.x, p.y]; }""", label)
+    page.mouse.click(box["x"] + x, box["y"] + y)
+
+
+def wait_all_in_view(page) -> None:
+    """Waits (5 s) until the drawing knows the size of #graph and every drawn node shows; fails naming the
+    hidden ones."""
+    try:
+        page.wait_for_function(f"""window.lineageCy.width() === document.getElementById('graph').clientWidth
+                                   && ({HIDDEN_NODES})().length === 0""", timeout=5_000)
+    except playwright_api.TimeoutError:
+        raise AssertionError(f"nodes outside the visible graph area: {page.evaluate(HIDDEN_NODES)}; drawing "
+                             f"{page.evaluate('window.lineageCy.width()')} px wide, #graph "
+                             f"{page.locator('#graph').bounding_box()['width']} px") from None
+
+
+def test_the_drawing_refits_when_the_details_panel_opens_and_closes(page, server, tmp_path) -> None:
+    open_view(page, server, node=f"{NS}/mart.revenue", depth=3, direction="upstream")
+    wait_nodes(page, present=[f"{NS}/mart.revenue", f"{NS}/raw.orders"])
+    assert page.evaluate(HIDDEN_NODES) == []
+    laid_out = page.evaluate(POSITIONS)
+    click_node(page, "mart.revenue")          # the root, drawn rightmost: where the panel opens
+    page.get_by_role("heading", name=f"{NS}/mart.revenue").wait_for()
+    wait_all_in_view(page)
+    assert page.evaluate(POSITIONS) == laid_out                  # refit, not laid out again
+    page.screenshot(path=str(tmp_path / "ui-details-refit.png"))
+    page.get_by_role("button", name="Close details").click()
+    page.locator("#details").wait_for(state="hidden")
+    wait_all_in_view(page)
+    # the same from the list beside the drawing (a small graph: no zooming in on the node)
+    page.get_by_role("list", name="Nodes in view").get_by_text(f"{NS}/raw.orders", exact=True).click()
+    page.get_by_role("heading", name=f"{NS}/raw.orders").wait_for()
+    wait_all_in_view(page)
+    page.get_by_role("button", name="Close details").click()
+    page.locator("#details").wait_for(state="hidden")
+    wait_all_in_view(page)
+
+    # after the user zoomed in, the panel keeps the zoom and the selected node in view
+    box = page.locator("#graph").bounding_box()
+    x, y = page.evaluate("(() => { const p = window.lineageCy.nodes().filter((n) => n.data('label') === "
+                         "'mart.revenue').renderedPosition(); return [p.x, p.y]; })()")
+    page.mouse.move(box["x"] + x, box["y"] + y)
+    page.mouse.wheel(0, -400)
+    page.wait_for_function(f"window.lineageCy.zoom() > {FIT_MAX_ZOOM}")
+    zoom = page.evaluate("window.lineageCy.zoom()")
+    click_node(page, "mart.revenue")
+    page.get_by_role("heading", name=f"{NS}/mart.revenue").wait_for()
+    page.wait_for_function(f"""() => !({HIDDEN_NODES})().includes('mart.revenue')""", timeout=5_000)
+    assert page.evaluate("window.lineageCy.zoom()") == zoom
+    assert page.evaluate(POSITIONS) == laid_out
+
+
+def test_a_fit_does_not_zoom_in_on_one_table_or_one_node(page, server) -> None:
+    open_view(page, server, view="erd", namespace="kafka://bus")
+    wait_nodes(page, present=["kafka://bus/orders"])
+    assert page.locator("#status").inner_text().startswith("1 table,")
+    assert page.evaluate("window.lineageCy.nodes().length") >= 1
+    assert page.evaluate("window.lineageCy.zoom()") <= FIT_MAX_ZOOM
+    open_view(page, server, node="kafka://bus/orders", depth=1)
+    wait_nodes(page, present=["kafka://bus/orders"])
+    assert page.evaluate("window.lineageCy.zoom()") <= FIT_MAX_ZOOM
+
+
+def test_nodes_in_view_wrap_between_the_parts_of_a_name(page, server) -> None:
+    open_view(page, server, node=f"{NS}/mart.revenue", depth=3, direction="upstream")
+    names = wait_nodes(page, present=[f"{NS}/mart.revenue", f"{NS}/raw.customers"])
+    # per item: the line tops of each text run between <wbr>s (a run split over two lines was broken mid-word)
+    lines = page.evaluate("""() => [...document.querySelectorAll('#nodes-in-view li')].map((li) => [...li.childNodes]
+        .filter((c) => c.nodeType === Node.TEXT_NODE).map((t) => {
+          const r = document.createRange();
+          r.selectNodeContents(t);
+          return [...new Set([...r.getClientRects()].map((x) => Math.round(x.top)))];
+        }))""")
+    assert len(lines) == len(names)
+    broken = [(name, runs) for name, runs in zip(names, lines, strict=True) if any(len(tops) != 1 for tops in runs)]
+    assert not broken, broken
+    wrapped = [name for name, runs in zip(names, lines, strict=True) if len({t for tops in runs for t in tops}) > 1]
+    assert f"{NS}/raw.customers" in wrapped, wrapped     # the test's names are long enough to wrap

@@ -1,6 +1,6 @@
 // Details panel of the selected node: everything `lineage show` shows, as text.
 import * as api from './api.js';
-import { clear, h } from './dom.js';
+import { breakable, clear, h } from './dom.js';
 
 const text = (v) => (v === null || v === undefined ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v));
 
@@ -39,7 +39,7 @@ export function createDetails(panel, actions) {
     clear(panel,
       h('header', {},
         h('span', { class: `kind kind-${d.type}`, text: d.type }),
-        h('h2', { text: d.qualified_name, title: d.qualified_name }),
+        h('h2', { title: d.qualified_name }, breakable(d.qualified_name)),
         h('button', { class: 'close', 'aria-label': 'Close details', text: '×', onClick: () => { panel.hidden = true; } })),
       h('div', { class: 'actions' },
         h('button', { text: 'Open lineage', onClick: () => actions.open(d.id) }),

@@ -36,3 +36,9 @@ export function debounce(fn, ms) {
     timer = setTimeout(() => fn(...args), ms);
   };
 }
+
+// `text` as text nodes with a <wbr> after each run of '/', '.', '_' or '#', so that a long qualified name wraps
+// between its parts ("postgres://host:5432/" | "mart." | "revenue") rather than mid-word.
+export function breakable(text) {
+  return String(text).split(/(?<=[/._#])(?![/._#])/).flatMap((part, i) => (i ? [h('wbr'), part] : [part]));
+}

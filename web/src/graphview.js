@@ -32,6 +32,13 @@ const FAST_OPTIONS = {
   'elk.edgeRouting': 'POLYLINE',
 };
 
+// A fit never zooms in further than this: one table or a three-node lineage stays at reading size (at
+// Cytoscape's maxZoom of 3 a single ERD table filled the screen with giant text).
+export const FIT_MAX_ZOOM = 1.25;
+const PADDING = 30;
+// Below this zoom node labels (11 px, 'min-zoomed-font-size' 7 px) are no longer drawn.
+const READABLE_ZOOM = 7 / 11;
+
 export const EDGE_TYPES = {
   derived_from: { color: '#475569', style: 'solid', label: 'derived' },
   aggregated_from: { color: '#7c3aed', style: 'solid', label: 'aggregated' },
@@ -123,12 +130,40 @@ export function createGraphView(container, { onTap, onBackgroundTap }) {
   cy.on('tap', 'node', (e) => onTap(e.target));
   cy.on('tap', (e) => { if (e.target === cy) onBackgroundTap?.(); });
   let generation = 0;
-  // Refit when the canvas changes size (details panel opened, window resized) until the user pans or zooms.
+  // Set by the user's own pans and zooms (a click on a node is neither), and by focus().
   let userMoved = false;
-  for (const type of ['wheel', 'mousedown', 'touchstart']) container.addEventListener(type, () => { userMoved = true; }, { passive: true });
+  cy.on('dragpan scrollzoom pinchzoom', () => { userMoved = true; });
+
+  // The whole drawing in view, never zoomed in past FIT_MAX_ZOOM.
+  function fit() {
+    cy.fit(undefined, PADDING);
+    if (cy.zoom() > FIT_MAX_ZOOM) {
+      cy.zoom(FIT_MAX_ZOOM);
+      cy.center();
+    }
+  }
+
+  // Pans (no zoom) the least that brings `node` inside the viewport, its left and top edges first.
+  function reveal(node) {
+    if (node.empty()) return;
+    const bb = node.renderedBoundingBox();
+    const shift = (low, high, size) => (low < PADDING || high - low > size - 2 * PADDING ? PADDING - low
+      : high > size - PADDING ? size - PADDING - high : 0);
+    cy.panBy({ x: shift(bb.x1, bb.x2, cy.width()), y: shift(bb.y1, bb.y2, cy.height()) });
+  }
+
+  // The canvas changed size (details panel opened or closed, window resized): the same drawing, no new layout,
+  // refit while the user has not moved the view; otherwise the same middle, with the selected node in view.
   new ResizeObserver(() => {
+    const before = { w: cy.width(), h: cy.height() };
     cy.resize();
-    if (!userMoved && cy.nodes().length) cy.fit(undefined, 30);
+    if (!cy.nodes().length || cy.animated()) return;
+    if (!userMoved) {
+      fit();
+      return;
+    }
+    cy.panBy({ x: (cy.width() - before.w) / 2, y: (cy.height() - before.h) / 2 });
+    reveal(cy.$('node:selected'));
   }).observe(container);
 
   // Replaces the drawing with `elements`; resolves once laid out and painted.
@@ -155,7 +190,11 @@ export function createGraphView(container, { onTap, onBackgroundTap }) {
     }));
     cy.endBatch();
     if (keepViewport) cy.viewport({ zoom, pan });
-    else { cy.fit(undefined, 30); userMoved = false; }
+    else {
+      cy.stop(true);
+      fit();
+      userMoved = false;
+    }
     performance.mark('render:added');
     await new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)));
     return true;
@@ -177,5 +216,26 @@ export function createGraphView(container, { onTap, onBackgroundTap }) {
     setTimeout(() => changed.removeClass('changed'), 2500);
   }
 
-  return { cy, render, highlight, flash, select: (id) => { cy.$(':selected').unselect(); cy.getElementById(id).select(); } };
+  function select(id) {
+    cy.$(':selected').unselect();
+    cy.getElementById(id).select();
+  }
+
+  // Selects `id` and brings it into view: the whole drawing while that is fitted and readable, otherwise a
+  // glide to the node (at least zoom 0.8), which counts as a move of the view like the user's own.
+  function focus(id) {
+    const el = cy.getElementById(id);
+    if (el.empty()) return;
+    select(id);
+    cy.resize();   // the details panel may have just opened: fit or centre in the canvas as it is now
+    cy.stop(true);
+    if (!userMoved) {
+      fit();
+      if (cy.zoom() >= READABLE_ZOOM) return;
+    }
+    userMoved = true;
+    cy.animate({ center: { eles: el }, zoom: Math.max(cy.zoom(), 0.8) }, { duration: 200 });
+  }
+
+  return { cy, render, highlight, flash, select, focus };
 }

@@ -2,7 +2,7 @@
 import './style.css';
 import * as api from './api.js';
 import { createDetails } from './details.js';
-import { clear, h } from './dom.js';
+import { breakable, clear, h } from './dom.js';
 import { ERD_LEVELS, erdElements } from './erd.js';
 import { EDGE_TYPES, createGraphView } from './graphview.js';
 import { LineageModel, columnPaths, toElements } from './lineage.js';
@@ -90,15 +90,14 @@ function listNodes(items) {
   clear($('nodes-in-view'), items.map((n) => h('li', {
     tabIndex: 0, dataset: { id: n.id },
     onClick: () => focusNode(n.id), onKeydown: (e) => { if (e.key === 'Enter') focusNode(n.id); },
-  }, n.qualified_name)));
+  }, breakable(n.qualified_name))));
 }
 
 function focusNode(id) {
   const el = view.cy.getElementById(id);
   if (el.empty()) return;
-  view.select(id);
-  view.cy.animate({ center: { eles: el }, zoom: Math.max(view.cy.zoom(), 0.8) }, { duration: 200 });
-  tapped(el);
+  tapped(el);      // opens the details panel first, so that the node is centred in the canvas that is left
+  view.focus(id);
 }
 
 // ---- loading ----------------------------------------------------------------------------------
@@ -204,7 +203,7 @@ function selectColumn(id) {
   const hops = () => [...model.edges.values()].filter((e) => paths.edges.has(e.id) && e.source !== e.target)
     .map((e) => h('li', {}, name(e.source), ' → ', name(e.target), h('span', { class: 'muted', text: `  ${e.transformation ?? e.type}` })));
   clear($('details'),
-    h('header', {}, h('span', { class: 'kind kind-column', text: 'column' }), h('h2', { text: n.qualified_name }),
+    h('header', {}, h('span', { class: 'kind kind-column', text: 'column' }), h('h2', {}, breakable(n.qualified_name)),
       h('button', { class: 'close', 'aria-label': 'Close details', text: '×', onClick: () => { $('details').hidden = true; } })),
     h('section', {}, h('h3', { text: 'Column paths' }), h('ul', { class: 'hops', 'aria-label': 'Column paths' }, hops())));
   $('details').hidden = false;
