@@ -215,7 +215,7 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
 
         def publisher() -> Any:
             if not made:
-                made.append(RecordPublisher(config.kafka_conf))
+                made.append(RecordPublisher.shared(config.kafka_conf))
             return made[0]
 
         limit = _record_limit(config.kafka_conf)
@@ -308,7 +308,7 @@ def _enrich_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterat
                             k = None   # unstorable (not in the graph): no annotations to look up
                     keys.append(k)
                 found = lookup_partition(conn, batch_id, [k for k in keys if k is not None])
-            publisher = RecordPublisher(config.kafka_conf)
+            publisher = RecordPublisher.shared(config.kafka_conf)
             for row, k in zip(rows, keys, strict=True):
                 if k is None:
                     bump("enriched_unannotated")
