@@ -16,7 +16,7 @@ import sys
 
 from schemas.errors import ConfigurationError, LineageError
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "schema_hint"]
 
 #: Subcommand modules, in the order `lineage --help` lists them. A module that is
 #: missing (a feature not built yet) is skipped, never a crash.
@@ -67,6 +67,24 @@ def main(argv: list[str] | None = None) -> int:
     except LineageError as exc:
         print(f"lineage {args.command}: {exc}", file=sys.stderr)
         return 1
+    except Exception as exc:
+        hint = schema_hint(exc)
+        if hint is None:
+            raise
+        print(f"lineage {args.command}: {hint}", file=sys.stderr)
+        return 1
+
+
+def schema_hint(exc: BaseException) -> str | None:
+    """What to do when a command met a database whose schema is older than this version's (a table, column or
+    function a later migration adds is missing); None for any other error."""
+    kind = type(exc)
+    if not kind.__module__.startswith("psycopg") or kind.__name__ not in (
+            "UndefinedTable", "UndefinedColumn", "UndefinedFunction"):
+        return None
+    detail = str(exc).splitlines()[0] if str(exc) else kind.__name__
+    return (f"the graph database's schema is older than this version of lineage ({detail}): run "
+            "`lineage process` or `lineage load` against it once, they apply the missing migrations")
 
 
 if __name__ == "__main__":  # pragma: no cover
