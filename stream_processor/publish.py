@@ -114,8 +114,10 @@ class RecordPublisher:
         from producers.chunking import DEFAULT_MESSAGE_MAX_BYTES, split_message
 
         self._split = split_message
+        # lz4: enriched records and graph changes are JSON-heavy; compressed, the embedded broker (which keeps
+        # its log in memory) held ~0.35 GB less in lineage bench --events 20000 (tree PSS 2.9 -> 2.55 GB, 2 runs)
         base = {"linger.ms": 20, "batch.num.messages": 10000, "enable.idempotence": True,
-                "compression.type": "none", "queue.buffering.max.messages": 500000, "log_level": 3}
+                "compression.type": "lz4", "queue.buffering.max.messages": 500000, "log_level": 3}
         base.update(conf)
         base.setdefault("error_cb", self._on_error)
         self._producer = Producer(base)

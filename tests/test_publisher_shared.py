@@ -3,12 +3,24 @@ needed: nothing here is delivered)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from confluent_kafka import KafkaError
 
 from stream_processor.publish import DeliveryError, RecordPublisher
 
-CONF = {"bootstrap.servers": "127.0.0.1:1", "message.timeout.ms": 200, "socket.timeout.ms": 100}
+CONF = {"bootstrap.servers": "127.0.0.1:1", "message.timeout.ms": 200, "socket.timeout.ms": 100, "log_level": 0}
+
+
+@pytest.fixture(autouse=True)
+def _forget_publishers() -> Iterator[None]:
+    """No producer of these tests outlives them (they would keep dialling port 1 until the session ends)."""
+    from stream_processor import publish
+
+    yield
+    for key in [k for k in publish._SHARED if '"127.0.0.1:1"' in k]:
+        publish._SHARED.pop(key)
 
 
 def test_the_same_configuration_gets_the_same_publisher_with_fresh_counters() -> None:
