@@ -68,7 +68,7 @@ except ImportError:  # pragma: no cover - older pyspark
         pass
 
 __all__ = ["KafkaDataSource", "KafkaStreamReader", "KafkaRange", "HighWatermarkProbe", "KAFKA_SCHEMA",
-           "plan_end_offsets", "read_range"]
+           "plan_end_offsets", "read_range", "split_ranges"]
 
 SOURCE_NAME = "lineage_kafka"
 KAFKA_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
@@ -482,6 +482,26 @@ def plan_end_offsets(start: dict[tuple[str, int], int], latest: dict[tuple[str, 
     return {tp: start.get(tp, 0) + (max(1, (max_rows * lag) // total) if lag > 0 else 0) for tp, lag in lags.items()}
 
 
+def split_ranges(ranges: dict[tuple[str, int], tuple[int, int]], min_partitions: int
+                 ) -> list[tuple[tuple[str, int], tuple[int, int]]]:
+    """``ranges`` (``(topic, partition) -> [start, end)``) cut into at least ``min_partitions`` ranges when
+    there are fewer, each partition's in proportion to its share of the offsets (as Spark's Kafka source
+    does with ``minPartitions``), in partition and offset order. A cut falls between offsets; a chunk group
+    across it is read by the range holding its chunk 0 (:func:`read_range`).
+
+    Why: a micro-batch reads one task per Kafka partition, and 3 partitions on 2 cores leave one core
+    idle for a third of the read-and-decode stage."""
+    out: list[tuple[tuple[str, int], tuple[int, int]]] = []
+    total = sum(b - a for a, b in ranges.values())
+    if min_partitions <= len(ranges) or total <= 0:
+        return list(ranges.items())
+    for tp, (a, b) in ranges.items():
+        pieces = max(1, min(b - a, -(-(b - a) * min_partitions // total)))
+        cuts = [a + (b - a) * i // pieces for i in range(pieces)] + [b]
+        out.extend((tp, (x, y)) for x, y in zip(cuts, cuts[1:], strict=False) if y > x)
+    return out
+
+
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets, planning and reading of the ``lineage_kafka`` source."""
 
@@ -502,6 +522,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.probe_retry_seconds = float(opts.get("proberetryseconds", "15"))
         #: > 0: an end offset changes every ``tick_seconds`` even without records (module doc: ticks)
         self.tick_seconds = float(opts.get("tickseconds", "0"))
+        #: at least this many read tasks per micro-batch (Spark's Kafka ``minPartitions``): ranges are split
+        self.min_partitions = int(opts.get("minpartitions") or 0)
         self._probe: HighWatermarkProbe | None = None
         self._known: dict[tuple[str, int], int] = {}
         self._target: dict[tuple[str, int], int] | None = None
@@ -637,8 +659,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 log.warning("topic %r is not the log this batch was planned against (id %s, now %s): its "
                             "ranges %s are gone with the old log and are not read", t, planned[t], now.get(t), lost)
         conf_json = json.dumps(self.conf)
-        return [KafkaRange(t, p, begin.get((t, p), 0), e, conf_json, self.poll_timeout_ms)
-                for (t, p), e in sorted(finish.items()) if e > begin.get((t, p), 0) and t not in stale]
+        ranges = {(t, p): (begin.get((t, p), 0), e) for (t, p), e in sorted(finish.items())
+                  if e > begin.get((t, p), 0) and t not in stale}
+        return [KafkaRange(t, p, a, b, conf_json, self.poll_timeout_ms)
+                for (t, p), (a, b) in split_ranges(ranges, self.min_partitions)]
 
     def read(self, partition: KafkaRange) -> Iterator[Any]:  # type: ignore[override]
         yield from read_range(partition, chunk_timeout_seconds=self.chunk_timeout_seconds)

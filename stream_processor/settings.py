@@ -65,6 +65,9 @@ class ProcessorSettings(KafkaSecurity, BaseSettings):
     source_format: str = "auto"
     #: ``LINEAGE_SHUFFLE_PARTITIONS``: partitions of the stateful operators' shuffle.
     shuffle_partitions: int = 2
+    #: ``LINEAGE_SOURCE_MIN_PARTITIONS``: at least this many read tasks per micro-batch (``lineage_kafka``
+    #: splits the partitions' offset ranges; 0: one task per Kafka partition)
+    source_min_partitions: int = Field(default=0, ge=0)
     #: ``LINEAGE_SPARK_MASTER``: Spark master URL (default ``local[2]``; a cluster's under spark-submit).
     spark_master: str | None = None
     #: ``LINEAGE_SPARK_PACKAGES``: Maven coordinates for ``spark.jars.packages``, e.g. the native Kafka
@@ -125,6 +128,8 @@ class ProcessorSettings(KafkaSecurity, BaseSettings):
         options["chunkTimeoutSeconds"] = str(self.chunk_timeout_seconds)
         options["pollTimeoutMs"] = str(int(self.source_poll_timeout_seconds * 1000))
         options["probeRetrySeconds"] = str(self.source_probe_retry_seconds)
+        if self.source_min_partitions:
+            options["minPartitions"] = str(self.source_min_partitions)
         return options
 
     def tick_interval(self) -> float:

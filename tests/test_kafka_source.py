@@ -84,3 +84,70 @@ def test_starting_offsets_latest_json_and_pattern(spark, kafka_bootstrap, topic_
     finally:
         q.stop()
         q2.stop()
+
+
+@pytest.mark.unit
+def test_split_ranges_covers_every_offset_once_in_at_least_min_pieces():
+    from stream_processor.kafka_source import split_ranges
+
+    ranges = {("t", 0): (0, 1000), ("t", 1): (10, 11), ("t", 2): (500, 2500), ("u", 0): (7, 9)}
+    for wanted in (0, 1, 4, 6, 9, 40):
+        pieces = split_ranges(ranges, wanted)
+        assert len(pieces) >= min(wanted, sum(b - a for a, b in ranges.values()))
+        for tp, (a, b) in ranges.items():
+            mine = [r for t, r in pieces if t == tp]
+            assert mine[0][0] == a and mine[-1][1] == b
+            assert all(x < y for x, y in mine) and all(p[1] == q[0] for p, q in zip(mine, mine[1:], strict=False))
+    assert split_ranges(ranges, 4) == list(ranges.items())          # already 4 tasks: untouched
+    assert [r for _, r in split_ranges({("t", 0): (0, 100), ("t", 1): (0, 300)}, 4)] == [
+        (0, 100), (0, 100), (100, 200), (200, 300)]                  # in proportion to the offsets
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_min_partitions_splits_the_reads_and_keeps_chunk_groups_whole(spark, kafka_bootstrap, topic_names,
+                                                                        tmp_path):
+    """``minPartitions``: more read tasks than Kafka partitions, every record once; chunked records whose
+    chunks straddle a cut are read whole by the range holding their chunk 0."""
+    from confluent_kafka import Producer
+
+    from producers.chunking import HEADROOM_BYTES, split_message
+    from stream_processor.kafka_source import KafkaStreamReader, split_ranges
+
+    topic = topic_names["events"]
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "enable.idempotence": True})
+    sent: list[tuple[bytes, bytes]] = []
+    groups: list[tuple[int, int]] = []   # offsets [first, last] of each chunked record, all in partition 0
+    offset = 0
+    while offset < 100:
+        if offset in (23, 48, 73):       # 4 chunks each: the cuts of [0, 100) into 4 fall at 25, 50, 75
+            key, value = f"big{offset}".encode(), bytes([65 + offset % 26]) * (3 * (40_000 - HEADROOM_BYTES) + 10)
+            chunks = split_message(value, [], 40_000)
+            assert len(chunks) == 4
+            for part, headers in chunks:
+                producer.produce(topic, value=part, key=key, headers=headers, partition=0)
+            groups.append((offset, offset + 3))
+            offset += 4
+        else:
+            key, value = f"k{offset}".encode(), f"v{offset}".encode()
+            producer.produce(topic, value=value, key=key, partition=0)
+            offset += 1
+        sent.append((key, value))
+    assert producer.flush(30) == 0
+    cuts = [r[0] for _, r in split_ranges({(topic, 0): (0, 100)}, 4)][1:]
+    assert all(any(a < c <= b for a, b in groups) for c in cuts)   # every cut falls inside a chunked record
+
+    reader = KafkaStreamReader({"kafka.bootstrap.servers": kafka_bootstrap, "subscribe": topic,
+                                "minPartitions": "4"})
+    assert len(reader.partitions(reader.initialOffset(), reader.latestOffset())) == 4
+
+    df = _stream(spark, kafka_bootstrap, subscribe=topic, minPartitions="4")
+    q = (df.writeStream.format("memory").queryName("src_split")
+         .option("checkpointLocation", str(tmp_path / "ck")).start())
+    try:
+        q.processAllAvailable()
+        assert q.exception() is None
+        rows = spark.sql("SELECT key, value FROM src_split").collect()
+    finally:
+        q.stop()
+    assert sorted((bytes(r.key), bytes(r.value)) for r in rows) == sorted(sent)
