@@ -200,15 +200,12 @@ def _json(doc: Any) -> Response:
 
 
 def _parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
+    from sink.queries import QueryError, parse_as_of
+
     try:
-        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError as exc:
-        raise HTTPException(400, f"as_of {value!r} is not an ISO-8601 time (e.g. 2026-01-31T00:00:00Z)") from exc
-    if parsed.tzinfo is None:
-        raise HTTPException(400, f"as_of {value!r} needs a time zone (append Z for UTC)")
-    return parsed
+        return parse_as_of(value, "as_of")
+    except QueryError as exc:
+        raise HTTPException(400, str(exc)) from exc
 
 
 #: Bounds are checked by the library (400 with its message), not by FastAPI (whose 422 the contract does not

@@ -71,9 +71,9 @@ class ApiSettings(KafkaSecurity, BaseSettings):
     @field_validator("bootstrap_servers")
     @classmethod
     def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("bootstrap_servers is empty: set LINEAGE_BOOTSTRAP_SERVERS or pass --bootstrap-servers")
-        return value.strip()
+        from producers.settings import bootstrap_servers_given
+
+        return bootstrap_servers_given(value)
 
     def dsn(self) -> str:
         return self.postgres_dsn.get_secret_value()

@@ -22,12 +22,19 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from schemas.kafka_security import KafkaSecurity
 
-__all__ = ["EmitterSettings", "Encoding", "DEFAULT_TOPIC"]
+__all__ = ["EmitterSettings", "Encoding", "DEFAULT_TOPIC", "bootstrap_servers_given"]
 
 DEFAULT_TOPIC = "openlineage.events"
 Encoding = Literal["avro", "confluent", "json"]
 Compression = Literal["none", "lz4", "snappy", "gzip", "zstd"]
 _FIXED = {"acks": "all", "enable.idempotence": "true"}
+
+
+def bootstrap_servers_given(value: str) -> str:
+    """``bootstrap_servers`` stripped; empty is a configuration error (the settings' validators share this)."""
+    if not value.strip():
+        raise ValueError("bootstrap_servers is empty: set LINEAGE_BOOTSTRAP_SERVERS or pass --bootstrap-servers")
+    return value.strip()
 
 
 class EmitterSettings(KafkaSecurity, BaseSettings):
@@ -69,9 +76,7 @@ class EmitterSettings(KafkaSecurity, BaseSettings):
     @field_validator("bootstrap_servers")
     @classmethod
     def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("bootstrap_servers is empty: set LINEAGE_BOOTSTRAP_SERVERS or pass --bootstrap-servers")
-        return value.strip()
+        return bootstrap_servers_given(value)
 
     @field_validator("extra_config", mode="before")
     @classmethod

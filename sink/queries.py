@@ -74,7 +74,22 @@ __all__ = [
     "QueryError",
     "TERMINAL_SQL",
     "is_terminal",
+    "parse_as_of",
 ]
+
+def parse_as_of(value: str | None, name: str = "as_of") -> datetime | None:
+    """An ISO-8601 time with a zone (``Z`` or an offset), or None; raises :class:`QueryError` naming the
+    parameter ``name`` for a bad or naive time (the CLI's ``--as-of``, the HTTP API's ``as_of``)."""
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError as exc:
+        raise QueryError(f"{name} {value!r} is not an ISO-8601 time (e.g. 2026-01-31T00:00:00Z)") from exc
+    if parsed.tzinfo is None:
+        raise QueryError(f"{name} {value!r} needs a time zone (append Z for UTC)")
+    return parsed
+
 
 #: SQL predicate over a jobs row ``j``: the job is a terminal point of traversal.
 TERMINAL_SQL = (

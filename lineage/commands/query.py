@@ -20,16 +20,14 @@ __all__ = ["register", "parse_as_of", "render_tree"]
 
 
 def parse_as_of(value: str | None) -> datetime | None:
-    """An ISO-8601 time with a zone (``Z`` or an offset), or None; a naive or bad time is bad usage."""
-    if not value:
-        return None
+    """``--as-of``: :func:`sink.queries.parse_as_of`; a bad or naive time is bad usage (exit 2)."""
+    from sink.queries import QueryError
+    from sink.queries import parse_as_of as parse
+
     try:
-        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError as exc:
-        raise ConfigurationError(f"--as-of {value!r} is not an ISO-8601 time (e.g. 2026-01-31T00:00:00Z)") from exc
-    if parsed.tzinfo is None:
-        raise ConfigurationError(f"--as-of {value!r} needs a time zone (append Z for UTC)")
-    return parsed
+        return parse(value, "--as-of")
+    except QueryError as exc:
+        raise ConfigurationError(str(exc)) from exc
 
 
 def _queries(args: argparse.Namespace) -> Any:
