@@ -134,10 +134,17 @@ class RecordPublisher:
         worker runs one after another. A new idempotent producer costs a connection, the cluster's metadata
         and a producer id before its first acknowledgement: that was 3.4 of the enrich pass's 5.3 task-seconds
         in ``lineage bench --events 10000`` (cProfile, 2026-11-25: 18 tasks, 187 ms per ``flush``). A publisher
-        whose flush failed, or that saw a fatal error or the whole cluster down (a restarted broker may not know
-        its producer id), is not handed out again."""
+        whose flush failed, or that reported any client error (a dropped connection, the cluster down, a fatal
+        error: a restarted broker may not know its producer id) since, is not handed out again; errors that
+        happened while the worker was idle are served (``poll``) before the choice.
+
+        A new idempotent producer's first acknowledgement takes ~0.5 s whatever it sends (the embedded broker,
+        2026-11-25: 502-504 ms for 100 records against 3 ms for a warm one), so the passes ask for theirs
+        before their other work, and the staging pass makes the one its worker will enrich with."""
         key = json.dumps(conf, sort_keys=True, default=str)
         publisher = _SHARED.get(key)
+        if publisher is not None:
+            publisher._producer.poll(0)  # serve what happened while the worker was idle (a broker restart...)
         if publisher is None or publisher._broken:
             publisher = _SHARED[key] = cls(conf)
             publisher._shared_key = key
@@ -145,10 +152,11 @@ class RecordPublisher:
         return publisher
 
     def _on_error(self, err: Any) -> None:
-        from confluent_kafka import KafkaError
+        self._broken = True  # any client error (a dropped connection, the cluster down, a fatal one): start afresh
 
-        if err.fatal() or err.code() == KafkaError._ALL_BROKERS_DOWN:
-            self._broken = True
+    def _evict(self) -> None:
+        if self._shared_key is not None and _SHARED.get(self._shared_key) is self:
+            _SHARED.pop(self._shared_key)
 
     def _on_delivery(self, err: Any, _msg: Any) -> None:
         if err is not None:
@@ -181,9 +189,13 @@ class RecordPublisher:
 
     def flush(self, timeout_seconds: float = 60.0) -> int:
         """Wait for every delivery report; raise :class:`DeliveryError` if any failed."""
-        remaining = self._producer.flush(timeout_seconds)
-        if (remaining or self._errors) and self._shared_key is not None:
-            _SHARED.pop(self._shared_key, None)  # late reports of this publisher must not fail the next task
+        try:
+            remaining = self._producer.flush(timeout_seconds)
+        except Exception as exc:  # e.g. a fatal idempotence error raised through a delivery callback
+            self._evict()
+            raise DeliveryError(f"flush failed: {exc!r}") from exc
+        if remaining or self._errors:
+            self._evict()  # late reports of this publisher must not fail the next task
         if remaining:
             raise DeliveryError(f"{remaining} records not delivered within {timeout_seconds:.0f}s")
         if self._errors:

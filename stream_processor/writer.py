@@ -212,6 +212,10 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
 
         events: list[StoredEvent] = []
         made: list[Any] = []  # the producer, made on the first record to publish (a file load may have no broker)
+        if config.publish_enriched:
+            # made now, so that it has its producer id when this worker runs the enrich pass (a new idempotent
+            # producer's first acknowledgement takes ~0.5 s; RecordPublisher.shared)
+            made.append(RecordPublisher.shared(config.kafka_conf))
 
         def publisher() -> Any:
             if not made:
@@ -283,6 +287,7 @@ def _enrich_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterat
         def bump(metric: str, n: int = 1) -> None:
             counts[(metric, "", "")] = counts.get((metric, "", ""), 0) + n
 
+        publisher = RecordPublisher.shared(config.kafka_conf)  # first, so a new one gets its id meanwhile
         rows: list[dict[str, Any]] = []
         seen: set[str] = set()
         for batch in batches:
@@ -308,7 +313,6 @@ def _enrich_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterat
                             k = None   # unstorable (not in the graph): no annotations to look up
                     keys.append(k)
                 found = lookup_partition(conn, batch_id, [k for k in keys if k is not None])
-            publisher = RecordPublisher.shared(config.kafka_conf)
             for row, k in zip(rows, keys, strict=True):
                 if k is None:
                     bump("enriched_unannotated")

@@ -1,5 +1,4 @@
-"""RecordPublisher.shared: one producer per worker process and configuration, never a broken one (no broker
-needed: nothing here is delivered)."""
+"""RecordPublisher.shared: one producer per worker process and configuration, never one that reported an error."""
 
 from __future__ import annotations
 
@@ -15,26 +14,31 @@ CONF = {"bootstrap.servers": "127.0.0.1:1", "message.timeout.ms": 200, "socket.t
 
 @pytest.fixture(autouse=True)
 def _forget_publishers() -> Iterator[None]:
-    """No producer of these tests outlives them (they would keep dialling port 1 until the session ends)."""
+    """No producer made by these tests outlives them (it would keep dialling a stopped broker)."""
     from stream_processor import publish
 
+    before = set(publish._SHARED)
     yield
-    for key in [k for k in publish._SHARED if '"127.0.0.1:1"' in k]:
+    for key in set(publish._SHARED) - before:
         publish._SHARED.pop(key)
 
 
-def test_the_same_configuration_gets_the_same_publisher_with_fresh_counters() -> None:
-    first = RecordPublisher.shared(CONF)
-    first.sent, first.chunked = 7, 2
-    again = RecordPublisher.shared(dict(reversed(list(CONF.items()))))
+@pytest.mark.integration
+def test_the_same_configuration_gets_the_same_publisher_with_fresh_counters(kafka_bootstrap: str,
+                                                                           topic_names: dict[str, str]) -> None:
+    conf = {"bootstrap.servers": kafka_bootstrap}
+    first = RecordPublisher.shared(conf)
+    first.publish(topic_names["events"], b"k", b"v")
+    assert first.flush() == 1
+    first.chunked = 2
+    again = RecordPublisher.shared(dict(reversed(list(conf.items()))))
     assert again is first
     assert (again.sent, again.chunked) == (0, 0)
-    assert RecordPublisher.shared({**CONF, "client.id": "other"}) is not first
+    assert RecordPublisher.shared({**conf, "client.id": "other"}) is not first
 
 
-def test_a_publisher_that_saw_the_cluster_down_or_a_fatal_error_is_replaced() -> None:
+def test_a_publisher_that_reported_a_client_error_is_replaced() -> None:
     first = RecordPublisher.shared(CONF)
-    first._on_error(KafkaError(KafkaError._TRANSPORT))          # one connection failing: kept
     assert RecordPublisher.shared(CONF) is first
     first._on_error(KafkaError(KafkaError._ALL_BROKERS_DOWN))
     second = RecordPublisher.shared(CONF)
@@ -49,3 +53,14 @@ def test_a_failed_flush_evicts_the_publisher() -> None:
     with pytest.raises(DeliveryError):
         publisher.flush(timeout_seconds=5)    # nothing listens on port 1: the message times out
     assert RecordPublisher.shared(CONF) is not publisher
+
+
+def test_errors_of_an_idle_publisher_are_served_before_it_is_handed_out_again() -> None:
+    """Nothing polls a worker's publisher between tasks: a broker that went away meanwhile is only known once
+    its error events are served, which shared() does before choosing."""
+    import time
+
+    first = RecordPublisher.shared(CONF)    # nothing listens on port 1: connection errors queue up
+    time.sleep(1.0)
+    assert not first._broken                # not served yet
+    assert RecordPublisher.shared(CONF) is not first
