@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 
 from api.body import BodyError, read_body
@@ -38,6 +38,7 @@ from api.producer import Delivered, DeliveryFailure, Message
 from api.settings import ApiSettings
 from producers.keys import message_key
 from schemas.errors import LineageError
+from sink.fastjson import dumps_compact
 
 __all__ = ["router", "check_event", "Checked", "ingest", "asgi_ingest", "Answer", "PATH"]
 
@@ -93,8 +94,6 @@ def check_event(index: int, document: Any, raw: bytes | None = None) -> Checked:
 
     The value is the event as sent (``raw``: the body's own bytes for a single event); with dropped
     facets, the validated event without them (the stream then finds nothing more to drop)."""
-    from sink.fastjson import dumps_compact
-
     item = Checked(index, document)
     try:
         published, item.dropped = _validate(document)
@@ -154,7 +153,6 @@ def _dead_letters(settings: ApiSettings, items: list[Checked], acks: dict[int, D
     """``dead_letter`` records (code ``validation.facet``) of the dropped facets of published events."""
     from datetime import UTC, datetime
 
-    from sink.fastjson import dumps_compact
     from stream_processor.publish import encode_record
 
     out = []
@@ -307,10 +305,6 @@ async def asgi_ingest(state: Any, scope: dict[str, Any], receive: Any, send: Any
     """``POST /api/v1/lineage`` as a plain ASGI handler (see :func:`post_lineage`): the same answers, the
     same request metrics (route ``/api/v1/lineage``), without routing, dependency solving and the
     middleware stack (measured: they were most of a single-event request's server time)."""
-    from fastapi import HTTPException
-
-    from sink.fastjson import dumps_compact
-
     started = time.perf_counter()
     headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
     extra: dict[str, str] = {}
