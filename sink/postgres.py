@@ -92,6 +92,11 @@ def _field(value: Any) -> str:
     return str(value)
 
 
+def _bytea(value: bytes | None) -> str | None:
+    """``value`` as bytea input text (hex; the COPY escaping of its backslash is :func:`_field`'s)."""
+    return None if value is None else "\\x" + bytes(value).hex()
+
+
 def copy_text(prefix: str, rows: Sequence[tuple[Any, ...]]) -> str:
     """COPY text format of ``rows``, each preceded by ``prefix`` (the ``batch_id\\tpart\\t`` columns)."""
     out = io.StringIO()
@@ -618,28 +623,30 @@ class GraphStore:
     @classmethod
     def _derive_and_stage(cls, conn: psycopg.Connection, batch_id: int, part: int,
                           events: Sequence[StoredEvent], chunk: int,
-                          timings: dict[str, float], with_keys: bool = False) -> tuple[GraphRows, int]:
+                          timings: dict[str, float],
+                          handover: Mapping[str, tuple[bytes | None, str]] | None = None) -> tuple[GraphRows, int]:
         """Derive ``events`` and stage their rows as ``(batch_id, part)`` (caller's transaction).
 
         Pipelined: the events are derived :data:`_STREAM_EVENTS` at a time and the ``stg_events`` rows of
         each chunk (the bulky payload texts) are written to one open COPY before the next chunk is derived,
         so the server stores them on its core while Python derives on the other; then the
         reduced rows of the other tables are COPYed. Returns ``(rows, rows staged)``; ``timings`` gets
-        ``derive`` (Python derivation) and ``stage`` (the rest). ``with_keys``: also stage each event's
-        annotation keys in ``stg_event_keys`` (migration 006), from the rows just derived, for the stream's
-        enrich pass.
+        ``derive`` (Python derivation) and ``stage`` (the rest). ``handover`` (the stream's staging pass):
+        ``{event_hash: (Kafka key, enriched record JSON without the event)}``; each event's row in
+        ``stg_event_keys`` (migrations 006, 010) gets its annotation keys, from the rows just derived, and
+        those two, for the enrich step after the merge (stream_processor/enrich.py).
         """
         started = time.perf_counter()
         derive_s = 0.0
         prefix = f"{int(batch_id)}\t{int(part)}\t"
         deriver = BatchDeriver()
-        keys: list[tuple[str, str]] = []
+        keys: dict[str, str] = {}
         on_event = None
-        if with_keys:
+        if handover is not None:
             from .annotations_lookup import keys_from_rows, keys_to_text
 
             def on_event(stored: StoredEvent, rows: dict[str, list[tuple[Any, ...]]]) -> None:
-                keys.append((stored.event_hash, keys_to_text(keys_from_rows(stored.event_hash, rows))))
+                keys[stored.event_hash] = keys_to_text(keys_from_rows(stored.event_hash, rows))
         sent = 0
         with conn.cursor() as cur:
             cur.execute("DELETE FROM stg_events WHERE batch_id = %s AND part = %s", (batch_id, part))
@@ -657,28 +664,42 @@ class GraphStore:
         rows = deriver.finish()
         derive_s += time.perf_counter() - t0
         total = sent + cls._stage_rows(conn, batch_id, part, rows, chunk, skip=("stg_events",))
-        if with_keys:
-            cls._stage_keys(conn, batch_id, part, keys)
+        if handover is not None:
+            cls._stage_handover(conn, batch_id, part, events, keys, handover)
         timings["derive"] = derive_s
         timings["stage"] = time.perf_counter() - started - derive_s
         return rows, total
 
     @staticmethod
-    def _stage_keys(conn: psycopg.Connection, batch_id: int, part: int, keys: Sequence[tuple[str, str]]) -> None:
-        """COPY the annotation keys into ``stg_event_keys`` as ``(batch_id, part)`` (migration 006). Rows of
-        this part from this or an earlier batch are removed first: leftovers of a batch whose enrich pass
-        never ran (a crash) do not pile up; a row removed under another writer only makes it derive."""
+    def _stage_handover(conn: psycopg.Connection, batch_id: int, part: int, events: Sequence[StoredEvent],
+                        keys: Mapping[str, str], handover: Mapping[str, tuple[bytes | None, str]]) -> None:
+        """COPY one ``stg_event_keys`` row per event of ``handover`` as ``(batch_id, part)``, replacing that
+        pair's rows (migrations 006, 010). An event the deriver rejected has no keys: its record gets the event
+        text itself (``lineage_events`` will not hold it), JSON with ASCII escapes (it may hold lone surrogates)."""
+        texts = {e.event_hash: e for e in events}
+        rows = []
+        for event_hash, (record_key, record) in handover.items():
+            event_keys = keys.get(event_hash)
+            if event_keys is None:
+                stored = texts.get(event_hash)
+                doc = json.loads(record)
+                doc["event"] = (stored.text if stored is not None and stored.text is not None
+                                else json.dumps(stored.event if stored is not None else None))
+                record = json.dumps(doc, ensure_ascii=True, separators=(",", ":"))
+            rows.append((event_hash, event_keys, _bytea(record_key), record))
         with conn.cursor() as cur:
-            cur.execute("DELETE FROM stg_event_keys WHERE part = %s AND batch_id <= %s", (part, batch_id))
-            if keys:
-                _copy_staged(cur, "stg_event_keys", ("event_hash", "keys"), f"{int(batch_id)}\t{int(part)}\t", keys)
+            cur.execute("DELETE FROM stg_event_keys WHERE batch_id = %s AND part = %s", (batch_id, part))
+            if rows:
+                _copy_staged(cur, "stg_event_keys", ("event_hash", "keys", "record_key", "record"),
+                             f"{int(batch_id)}\t{int(part)}\t", rows)
 
     @classmethod
     def stage_partition(cls, dsn: str | StoreSettings, batch_id: int, part: int,
-                        events: Sequence[StoredEvent], with_keys: bool = False) -> int:
+                        events: Sequence[StoredEvent],
+                        handover: Mapping[str, tuple[bytes | None, str]] | None = None) -> int:
         """Derive ``events`` and COPY them into staging as ``(batch_id, part)``, replacing earlier rows of
         that pair (a retried task is idempotent). Own connection: callable on a Spark executor.
-        Returns the number of staged rows. ``with_keys``: see :meth:`_derive_and_stage`."""
+        Returns the number of staged rows. ``handover``: see :meth:`_derive_and_stage`."""
         settings = dsn if isinstance(dsn, StoreSettings) else StoreSettings(postgres_dsn=dsn)
         events = list(events)
         if not events:
@@ -689,7 +710,7 @@ class GraphStore:
             try:
                 with conn.transaction():
                     rows, total = cls._derive_and_stage(conn, batch_id, part, events,
-                                                        settings.store_copy_chunk_bytes, {}, with_keys)
+                                                        settings.store_copy_chunk_bytes, {}, handover)
             except psycopg.Error as exc:
                 raise StoreError(f"staging batch {batch_id} part {part} failed: {exc}", code="store.stage") from exc
             for source, exc in rows.rejected:

@@ -88,6 +88,19 @@ def enriched_record(row: dict[str, Any], quality: str | None = None, provenance:
     }
 
 
+#: What the staging pass hands over of an enriched record (stream_processor/enrich.py adds the rest).
+_NOT_HANDED_OVER = ("event", "quality", "provenance", "processed_at")
+
+
+def handover_record(row: dict[str, Any]) -> str:
+    """:func:`enriched_record` of ``row`` as JSON, without the event text (``lineage_events.payload`` has it),
+    the annotations and the processing time: the ``stg_event_keys.record`` the enrich step completes."""
+    record = enriched_record(row)
+    for name in _NOT_HANDED_OVER:
+        del record[name]
+    return json.dumps(record, separators=(",", ":"))
+
+
 def graph_change(table: str, row_id: str, payload: dict[str, Any] | None, batch_id: int) -> dict[str, Any]:
     """The ``graph_change`` record of one upserted (or, with ``payload=None``, deleted) row.
 

@@ -8,27 +8,22 @@ Per batch (one unit of work, keyed by ``batch_id``):
    returns a handful of count rows - nothing per event reaches the driver;
 2. driver: ``GraphStore(dsn).merge(batch_id)`` (one transaction, a no-op for a batch already committed);
    the quality (WIA §4) and provenance (§3) annotations exist from here on;
-3. executors, a second pass over the same (persisted) batch: the enriched records, each with the
-   ``quality`` and ``provenance`` the graph now holds for its event (:func:`_enrich_and_publish`,
-   :mod:`sink.annotations_lookup`), to ``openlineage.events.enriched``;
+3. driver: the enriched records, each with the ``quality`` and ``provenance`` the graph now holds for its
+   event, to ``openlineage.events.enriched`` (:mod:`stream_processor.enrich`: from ``lineage_events`` and
+   what the staging pass handed over in ``stg_event_keys``, two statements and a producer);
 4. driver: the rows the batch changed (``sink.parquet.changed_rows``, read once) to Parquet, then the same rows as
    the batch's graph changes to ``openlineage.graph`` (key = row id) on a background thread
    (:meth:`GraphBatchWriter.flush_graph`);
 5. metrics from the count rows and the :class:`~sink.model.BatchResult`; ``BatchReport.timings`` has
    ``stage``, ``merge``, ``enrich``, ``parquet``, ``graph`` (seconds).
 
-Why a second pass (and not the enriched records from the staging pass, as before): the annotations are
-computed by the merge - quality compares a dataset version with the previous version of the dataset,
-whichever batch it came in - so a record published while staging could only carry nulls. The batch
-DataFrame is persisted (``MEMORY_AND_DISK``) for the two passes, so the second pass reads the decoded
-rows back instead of re-running the source, the decoder and the stateful operators, and unpersisted at
-the end. Per partition the pass derives each event again (pure, :func:`sink.derive.derive_event`, the
-rows the store staged for it) to know its annotation keys, then makes ONE primary-key look-up statement
-(new hashes of the batch, provenance rows, quality rows: :data:`sink.annotations_lookup.LOOKUP_SQL`).
-Measured with ``lineage bench --events 5000 --rate 300 --latency-seconds 10`` on the shared, loaded
-2-core machine (noisy): the enrich pass took 7.5 s for 4,928 records where staging took 33.6 s (~22 %);
-deriving the keys is ~0.34 ms per 4 kB demo event of that, the rest is the Spark pass, the look-up and
-the producer. A cheaper variant for later: let the staging pass hand the keys over instead of deriving twice.
+Why after the merge (and not the enriched records from the staging pass): the annotations are computed by
+the merge - quality compares a dataset version with the previous version of the dataset, whichever batch it
+came in - so a record published while staging could only carry nulls. Up to session 9 this step was a second
+Spark pass over the persisted batch (``MEMORY_AND_DISK``), deriving each event again or reading its staged
+keys, with a look-up and a producer per partition; the staging pass now hands over each event's annotation
+keys, Kafka key and record (migration 010), the event text is ``lineage_events.payload``, and the batch is
+no longer persisted.
 
 Enriched records are published only for events that are new in the graph with this batch
 (``lineage_events.first_batch_id = batch_id``): an event already stored by an earlier batch (a replay
@@ -200,7 +195,7 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         from pyspark import TaskContext
 
-        from .publish import RecordPublisher
+        from .publish import RecordPublisher, handover_record
         from .worker_heap import freeze_imports
 
         freeze_imports()
@@ -211,11 +206,8 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
             counts[(metric, a, b)] = counts.get((metric, a, b), 0) + n
 
         events: list[StoredEvent] = []
+        handover: dict[str, tuple[bytes | None, str]] | None = {} if config.publish_enriched else None
         made: list[Any] = []  # the producer, made on the first record to publish (a file load may have no broker)
-        if config.publish_enriched:
-            # made now, so that it has its producer id when this worker runs the enrich pass (a new idempotent
-            # producer's first acknowledgement takes ~0.5 s; RecordPublisher.shared)
-            made.append(RecordPublisher.shared(config.kafka_conf))
 
         def publisher() -> Any:
             if not made:
@@ -240,8 +232,9 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
                     if int(row.get("revision") or 0) > 0:
                         bump("recombined")
                 events.append(_stored(row))
-        staged = _store_module().GraphStore.stage_partition(config.dsn, batch_id, part, events,
-                                                            with_keys=config.publish_enriched)
+                if handover is not None:
+                    handover[row["event_hash"]] = (row.get("key"), handover_record(row))
+        staged = _store_module().GraphStore.stage_partition(config.dsn, batch_id, part, events, handover)
         bump("staged", n=int(staged or 0))
         if made:
             made[0].flush()
@@ -254,82 +247,6 @@ def _stored(row: dict[str, Any]) -> StoredEvent:
     return StoredEvent(event=loads(row["event_json"]), event_hash=row["event_hash"],
                        source=f"{row['source_topic']}[{row['source_partition']}]@{row['source_offset']}",
                        revision=int(row.get("revision") or 0), text=row["event_json"])
-
-
-def _lookup_connection(dsn: str) -> Any:
-    """An autocommit connection for the annotation look-up (the store's timeouts, see sink/settings.py)."""
-    from sink.settings import StoreSettings
-
-    return _store_module().GraphStore.connect(StoreSettings(postgres_dsn=dsn))
-
-
-def _enrich_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The enrich pass (after the merge): one enriched record per event new in the graph with this batch.
-
-    Per partition: the annotation keys of each accepted row - staged by the staging pass
-    (``stg_event_keys``, :func:`sink.annotations_lookup.take_staged_keys`), else derived again
-    (:func:`sink.annotations_lookup.event_keys`) - then ONE look-up statement, then publish. Counts:
-    ``enriched`` (records published), ``enriched_chunked`` (published in chunks), ``enriched_duplicates``
-    (rows whose event an earlier batch stored: no record), ``enriched_unannotated`` (rows the store could
-    not derive: published with null annotations), ``enrich_keys_derived`` (keys not found staged).
-    """
-    @_profiled("enrich", batch_id)
-    def run(batches: Iterator[Any]) -> Iterator[Any]:
-        from schemas.errors import EventValidationError
-        from sink.annotations_lookup import annotations, dumps, event_keys, lookup_partition, take_staged_keys
-
-        from .publish import RecordPublisher, encode_record, enriched_record
-        from .worker_heap import freeze_imports
-
-        freeze_imports()
-        counts: dict[tuple[str, str, str], int] = {}
-
-        def bump(metric: str, n: int = 1) -> None:
-            counts[(metric, "", "")] = counts.get((metric, "", ""), 0) + n
-
-        publisher = RecordPublisher.shared(config.kafka_conf)  # first, so a new one gets its id meanwhile
-        rows: list[dict[str, Any]] = []
-        seen: set[str] = set()
-        for batch in batches:
-            for row in full_rows(batch):
-                if row["status"] != "ok" or row["event_hash"] in seen:
-                    continue
-                seen.add(row["event_hash"])
-                rows.append(row)
-        if rows:
-            with _lookup_connection(config.dsn) as conn:
-                staged = take_staged_keys(conn, batch_id, seen)
-                keys: list[Any] = []
-                for row in rows:
-                    k = staged.get(row["event_hash"])
-                    if k is None:
-                        bump("enrich_keys_derived")
-                        try:
-                            k = event_keys(_stored(row))
-                        except Exception as exc:  # noqa: BLE001 - never fail the batch on one event: publish it bare
-                            if not isinstance(exc, EventValidationError):
-                                log.warning("annotation keys of %s[%s]@%s: %s", row.get("source_topic"),
-                                            row.get("source_partition"), row.get("source_offset"), exc)
-                            k = None   # unstorable (not in the graph): no annotations to look up
-                    keys.append(k)
-                found = lookup_partition(conn, batch_id, [k for k in keys if k is not None])
-            for row, k in zip(rows, keys, strict=True):
-                if k is None:
-                    bump("enriched_unannotated")
-                    record = enriched_record(row)
-                elif row["event_hash"] not in found.new_hashes:
-                    bump("enriched_duplicates")
-                    continue
-                else:
-                    quality, provenance = annotations(k, found)
-                    record = enriched_record(row, dumps(quality), dumps(provenance))
-                if publisher.publish(config.topic_enriched, row.get("key"), encode_record("enriched_record", record)) > 1:
-                    bump("enriched_chunked")
-                bump("enriched")
-            publisher.flush()
-        yield _counts_batch(counts)
-
-    return run
 
 
 class GraphBatchWriter:
@@ -431,16 +348,7 @@ class GraphBatchWriter:
         if self._first_call:
             self._first_call = False
             self._publish_graph_async(None)  # committed batches a previous run did not publish (module doc)
-        enrich = self.config.publish_enriched
-        if enrich:
-            from pyspark import StorageLevel
-
-            df = df.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            self._write(df, int(batch_id), started, enrich)
-        finally:
-            if enrich:
-                df.unpersist()
+        self._write(df, int(batch_id), started, self.config.publish_enriched)
 
     def _run_pass(self, step: str, df: Any, fn: Callable[[Iterator[Any]], Iterator[Any]],
                   counts: dict[tuple[str, str, str], int]) -> None:
@@ -457,7 +365,7 @@ class GraphBatchWriter:
         result = self.retrier.call("merge", lambda: self.store.merge(batch_id), on_failure=self._reset_store)
         t2 = time.time()
         if enrich and any(k[0] == "staged" and v for k, v in counts.items()):
-            self._run_pass("enrich", df, _enrich_and_publish(self.config, batch_id), counts)
+            self.retrier.call("enrich", lambda: self._enrich(batch_id, counts))
         t3 = time.time()
         changed = self.retrier.call("parquet", lambda: self._write_parquet(batch_id))
         t4 = time.time()
@@ -468,6 +376,25 @@ class GraphBatchWriter:
                                       "parquet": t4 - t3, "graph": now - t4})
         if self.on_batch is not None:
             self.on_batch(report)
+
+    def _enrich(self, batch_id: int, counts: dict[tuple[str, str, str], int]) -> None:
+        """The enriched records of committed batch ``batch_id``, from PostgreSQL (stream_processor/enrich.py).
+        Counted into ``counts`` only once it succeeded (a retried call starts over)."""
+        from sink.settings import StoreSettings
+
+        from .enrich import enrich_batch
+        from .publish import RecordPublisher
+
+        done: dict[tuple[str, str, str], int] = {}
+
+        def bump(metric: str, n: int) -> None:
+            done[(metric, "", "")] = done.get((metric, "", ""), 0) + n
+
+        with _store_module().GraphStore.connect(StoreSettings(postgres_dsn=self.dsn)) as conn:
+            enrich_batch(conn, batch_id, RecordPublisher.shared(self.config.kafka_conf), self.config.topic_enriched,
+                         bump)
+        for key, n in done.items():
+            counts[key] = counts.get(key, 0) + n
 
     def _write_parquet(self, batch_id: int) -> dict[str, Any] | None:
         """Export the rows ``batch_id`` changed to the Parquet tables; returns them (Arrow tables by name) for

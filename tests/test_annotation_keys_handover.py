@@ -2,8 +2,8 @@
 
 Pure part: the keys built from the rows ``BatchDeriver.add(on_event=...)`` hands over equal the keys of
 :func:`sink.annotations_lookup.event_keys` (which derives the event alone), for the demo generator's
-events, and survive their text form. Store part (real PostgreSQL): ``stage_partition(with_keys=True)``
-stages one row per stored event, and ``take_staged_keys`` returns and removes them.
+events, and survive their text form. Store part (real PostgreSQL and Kafka): ``stage_partition(..., handover)``
+stages one row per event, and the enrich step (stream_processor/enrich.py) makes the records from them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from producers.demo import DemoTraffic
 from schemas.codec import SUBJECT_HEADER, decode_message
 from schemas.identity import canonical_json, event_hash
 from schemas.validate import validate_message
-from sink.annotations_lookup import event_keys, keys_from_rows, keys_from_text, keys_to_text, take_staged_keys
+from sink.annotations_lookup import event_keys, keys_from_rows, keys_from_text, keys_to_text
 from sink.derive import BatchDeriver
 from sink.model import StoredEvent
 from sink.postgres import GraphStore
@@ -65,17 +65,71 @@ def test_a_rejected_event_hands_over_nothing(demo_events):
     assert handed == [demo_events[0].event_hash]
 
 
+def _handover(events: list[StoredEvent]) -> dict[str, tuple[bytes | None, str]]:
+    """What the staging pass hands over per event (writer.py): a Kafka key and the record without the event."""
+    from stream_processor.publish import handover_record
+
+    return {e.event_hash: (f"key-{n}".encode(), handover_record({
+        "event_json": e.text, "event_hash": e.event_hash, "kind": "run", "event_type": e.event.get("eventType"),
+        "event_time": None, "run_id": (e.event.get("run") or {}).get("runId"), "job_namespace": None,
+        "job_name": None, "revision": 0, "source_topic": "demo", "source_partition": 0, "source_offset": n,
+        "subject": None})) for n, e in enumerate(events)}
+
+
 @pytest.mark.integration
-def test_staged_keys_are_taken_once(pg_dsn, demo_events):
-    GraphStore(pg_dsn).migrate()
+def test_the_handover_makes_the_enriched_records(pg_dsn, kafka_bootstrap, topic_names, demo_events):
+    """Stage events with their handover, merge, enrich from PostgreSQL (stream_processor/enrich.py): one record
+    per new event with the event text, the Kafka key and the annotations; a rejected event is published bare;
+    a re-run finds nothing left; a later batch's copy of a stored event gets no record."""
+    from stream_processor.consumer import EnrichedRecord, read_records
+    from stream_processor.enrich import enrich_batch
+    from stream_processor.publish import RecordPublisher
+
+    bad = StoredEvent(event={"eventType": "COMPLETE", "eventTime": "2024-01-01T00:00:00Z", "run": {"runId": "r"},
+                             "job": {"namespace": "n\x00", "name": "j"}}, event_hash="bad", source="test",
+                      text='{"job":{"namespace":"n\\u0000"}}')
     events = demo_events[:40]
-    staged = GraphStore.stage_partition(pg_dsn, 7_000_001, 0, events, with_keys=True)
+    store = GraphStore(pg_dsn)
+    store.migrate()
+    staged = GraphStore.stage_partition(pg_dsn, 7_000_001, 0, [*events, bad], _handover([*events, bad]))
     assert staged > len(events)
     hashes = {e.event_hash for e in events}
+    counts: dict[str, int] = {}
+
+    def bump(metric: str, n: int) -> None:
+        counts[metric] = counts.get(metric, 0) + n
+
+    publisher = RecordPublisher({"bootstrap.servers": kafka_bootstrap})
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        assert conn.execute("SELECT count(*) FROM stg_event_keys WHERE batch_id = 7000001").fetchone()[0] == len(hashes)
-        taken = take_staged_keys(conn, 7_000_001, hashes)
-        assert set(taken) == hashes
-        assert all(taken[e.event_hash] == event_keys(e) for e in events)
-        assert take_staged_keys(conn, 7_000_001, hashes) == {}   # removed as they were read
-        conn.execute("DELETE FROM stg_events WHERE batch_id = 7000001")
+        assert conn.execute("SELECT count(*), count(keys) FROM stg_event_keys WHERE batch_id = 7000001"
+                            ).fetchone() == (len(hashes) + 1, len(hashes))
+        store.merge(7_000_001)
+        assert enrich_batch(conn, 7_000_001, publisher, topic_names["enriched"], bump) == len(hashes) + 1
+        assert counts == {"enriched": len(hashes) + 1, "enriched_unannotated": 1}
+        assert conn.execute("SELECT count(*) FROM stg_event_keys").fetchone()[0] == 0   # deleted once delivered
+        assert enrich_batch(conn, 7_000_001, publisher, topic_names["enriched"], bump) == 0   # a re-run: nothing
+        # the same events again in a later batch: stored already, so no record
+        GraphStore.stage_partition(pg_dsn, 7_000_002, 0, events[:5], _handover(events[:5]))
+        store.merge(7_000_002)
+        assert enrich_batch(conn, 7_000_002, publisher, topic_names["enriched"], bump) == 0
+        assert counts["enriched_duplicates"] == 5
+    store.close()
+    records = [r for r in read_records(kafka_bootstrap, topic_names["enriched"], idle_timeout_seconds=5)
+               if isinstance(r, EnrichedRecord)]
+    assert len(records) == len(hashes) + 1
+    by_hash = {r.event_hash: r for r in records}
+    keys = _handover([*events, bad])
+    with_annotations = 0
+    for e in events:
+        record = by_hash[e.event_hash]
+        assert record.event == json.loads(e.text)
+        assert record.key == keys[e.event_hash][0]
+        expected = event_keys(e)
+        assert [q["version_id"] for q in record.quality] == [o.version_id for o in expected.outputs
+                                                             if any(q["version_id"] == o.version_id
+                                                                    for q in record.quality)]
+        assert {p["provenance_id"] for p in record.provenance} == set(expected.provenance_ids)
+        with_annotations += bool(record.quality and record.provenance)
+    assert with_annotations > 5
+    assert by_hash["bad"].quality is None and by_hash["bad"].provenance is None
+    assert by_hash["bad"].event == {"job": {"namespace": "n\x00"}}

@@ -1,0 +1,84 @@
+"""The enriched records of a committed batch, made on the driver from what PostgreSQL holds.
+
+After a batch's merge, its new events are in ``lineage_events`` (``first_batch_id = batch_id``, the event
+text in ``payload``) and their quality (WIA-DATA-008 §4) and provenance (§3) annotations in the graph. The
+staging pass left, per staged event, a row in ``stg_event_keys`` (migrations 006, 010): the event's
+annotation keys, the Kafka key of its message and the enriched record without the event text. So
+:func:`enrich_batch` needs no second Spark pass over the batch (as it did up to session 9: a persisted
+batch, a Spark job, a Python worker per partition): two statements and a producer.
+
+1. one statement reads the batch's handed-over rows, each with its event's payload when the event is new in
+   the graph with this batch (a duplicate of an event an earlier batch stored gets no second record; a
+   re-run of a committed batch finds the same set);
+2. one statement (:data:`sink.annotations_lookup.LOOKUP_SQL`) fetches the provenance and quality rows of
+   all their keys;
+3. the records are published to ``openlineage.events.enriched`` and delivered (flushed), then the batch's
+   handed-over rows are deleted.
+
+An event the store could not derive (``keys`` NULL) carries its event in the handed-over record and is
+published with null annotations (``enriched_unannotated``), as before. Counts, as the executor pass had
+them: ``enriched``, ``enriched_chunked``, ``enriched_duplicates``, ``enriched_unannotated``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["HANDOVER_SQL", "enrich_batch"]
+
+#: The handed-over rows of a batch (one per event hash), with the payload of the events new in the graph.
+HANDOVER_SQL = """
+    SELECT DISTINCT ON (k.event_hash) k.event_hash, k.keys, k.record_key, k.record, e.payload
+      FROM stg_event_keys k
+      LEFT JOIN lineage_events e ON e.event_hash = k.event_hash AND e.first_batch_id = %(b)s
+     WHERE k.batch_id = %(b)s
+     ORDER BY k.event_hash, k.part"""
+
+
+def enrich_batch(conn: Any, batch_id: int, publisher: Any, topic: str,
+                 bump: Callable[[str, int], None]) -> int:
+    """Publish the enriched records of committed batch ``batch_id`` (module doc) with ``publisher`` (a
+    :class:`~stream_processor.publish.RecordPublisher`) on ``conn`` (autocommit psycopg connection);
+    returns the records published. The handed-over rows are deleted only after delivery: a failure
+    leaves them for the re-run (records are at-least-once, with stable keys)."""
+    from datetime import UTC, datetime
+
+    from sink.annotations_lookup import annotations, dumps, keys_from_text, lookup
+    from sink.fastjson import loads
+
+    from .publish import encode_record
+
+    rows = conn.execute(HANDOVER_SQL, {"b": int(batch_id)}).fetchall()
+    keyed = [(keys_from_text(h, k), key, record, payload) for h, k, key, record, payload in rows
+             if k is not None and payload is not None]
+    for _h, k, _key, _record, payload in rows:
+        if k is not None and payload is None:
+            bump("enriched_duplicates", 1)
+    found = lookup(conn, batch_id, (), (p for k, *_ in keyed for p in k.provenance_ids),
+                   (o.quality_id for k, *_ in keyed for o in k.outputs))
+    processed_at = datetime.now(UTC)
+    published = 0
+
+    def publish(key: Any, record: dict[str, Any], quality: str | None, provenance: str | None) -> None:
+        nonlocal published
+        record["quality"], record["provenance"], record["processed_at"] = quality, provenance, processed_at
+        if publisher.publish(topic, bytes(key) if key is not None else None,
+                             encode_record("enriched_record", record)) > 1:
+            bump("enriched_chunked", 1)
+        published += 1
+
+    for keys, key, record, payload in keyed:
+        doc = loads(record)
+        doc["event"] = payload
+        quality, provenance = annotations(keys, found)
+        publish(key, doc, dumps(quality), dumps(provenance))
+    for _h, k, key, record, _payload in rows:
+        if k is None:
+            bump("enriched_unannotated", 1)
+            publish(key, loads(record), None, None)
+    if published:
+        publisher.flush()
+        bump("enriched", published)
+    conn.execute("DELETE FROM stg_event_keys WHERE batch_id = %s", (int(batch_id),))
+    return published
