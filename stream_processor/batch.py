@@ -348,7 +348,7 @@ def run_spark(spark: Any, source: LoadSource, settings: Any, batch_size: int,
             for i, (batch_id, hashes) in enumerate(plan):
                 before = len(reports)
                 writer(numbered.filter(F.col("_batch") == i).drop("_batch"), batch_id)
-                writer.flush_graph()
+                writer.drain()
                 if len(reports) == before:
                     raise StoreError(f"load batch {batch_id} ({len(hashes)} events) was not written",
                                      code="store.load")

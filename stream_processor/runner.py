@@ -223,11 +223,12 @@ def wait_for_trigger_end(query: Any, grace_seconds: float) -> None:
 
 
 def _stop_query(query: Any, writer: Any, outcome: str | None) -> None:
-    """Stop ``query`` and wait for the writer's outstanding graph publication.
+    """Stop ``query`` and wait for the writer's last batch to be finished (merged, enriched, exported) and its
+    outstanding graph publication.
 
     A requested stop lets the running micro-batch finish first (up to :data:`STOP_GRACE_SECONDS`). When the
     query is stopped because Kafka is unreachable (``outcome == "kafka"``) neither the batch nor the
-    publication is awaited (they would only time out); they finish or fail on their own threads.
+    finishing and publication are awaited (they would only time out); they finish or fail on their own threads.
     """
     writer.cancel()  # a batch waiting for PostgreSQL gives up (uncommitted) so that the stop is prompt
     failed = not query.isActive and query.exception() is not None
@@ -237,12 +238,16 @@ def _stop_query(query: Any, writer: Any, outcome: str | None) -> None:
         query.stop()
     if outcome == "kafka":
         return
+    from .retry import RetryCancelled
+
     try:
-        writer.flush_graph()
+        writer.drain()
+    except RetryCancelled as exc:   # PostgreSQL is down as we stop: the staged batch waits for the next start
+        log.warning("the last batch is staged and will be finished when the processor starts again: %s", exc)
     except Exception as exc:
         if not failed:
             raise
-        log.warning("graph publication of the last batch failed with the query: %s", exc)
+        log.warning("finishing the last batch failed with the query: %s", exc)
 
 
 def run_processor(settings: ProcessorSettings, available_now: bool = False, spark: Any = None,

@@ -157,6 +157,8 @@ class StreamHarness:
             if reached_batch is None and offsets_reached(committed_offsets(self.query), targets):
                 reached_batch = progress["batchId"] if progress else -1
             if reached_batch is not None and progress and progress["batchId"] >= reached_batch + extra_batches:
+                # Spark committed the offsets; the writer finishes (merges) a batch after that (writer.py)
+                self.writer.wait_finished()
                 return
             time.sleep(0.2)
         raise AssertionError(f"the query did not reach {targets} within {timeout_seconds:.0f}s "

@@ -6,7 +6,8 @@ Per batch (one unit of work, keyed by ``batch_id``):
    ``GraphStore.stage_partition(dsn, batch_id, part, events)`` (one connection per partition, replacing
    ``(batch_id, part)``, so a re-run is a no-op); rejected rows are published to the DLQ. Each task
    returns a handful of count rows - nothing per event reaches the driver;
-2. driver: ``GraphStore(dsn).merge(batch_id)`` (one transaction, a no-op for a batch already committed);
+2. driver, on the finisher thread while Spark goes on with the next batch (pipelining, below):
+   ``GraphStore(dsn).merge(batch_id)`` (one transaction, a no-op for a batch already committed);
    the quality (WIA §4) and provenance (§3) annotations exist from here on;
 3. driver: the enriched records, each with the ``quality`` and ``provenance`` the graph now holds for its
    event, to ``openlineage.events.enriched`` (:mod:`stream_processor.enrich`: from ``lineage_events`` and
@@ -24,6 +25,20 @@ Spark pass over the persisted batch (``MEMORY_AND_DISK``), deriving each event a
 keys, with a look-up and a producer per partition; the staging pass now hands over each event's annotation
 keys, Kafka key and record (migration 010), the event text is ``lineage_events.payload``, and the batch is
 no longer persisted.
+
+Pipelining (migration 011): ``foreachBatch`` returns once batch N is staged and marked in
+``lineage_staged_batches``; steps 2-4 run on one finisher thread (its own PostgreSQL connection) while
+Spark plans, reads, decodes and stages batch N+1 - the database merges N on one core while the executors
+stage on the other. Before marking N+1, ``foreachBatch`` waits for N's finishing, so a failure there fails
+N+1 (not committed, re-run) and at most one batch is ever in flight; batches are merged in order. Spark
+commits N's offsets when ``foreachBatch`` returns, before N is merged, so the staged rows are the only copy
+of N until then: the staging tables are LOGGED (011) and a writer's first call finishes, in order, every
+batch still marked (a crash, or a stop while PostgreSQL was down) before it stages anything. A batch marked
+and then re-run by Spark (a crash between marking and the return) is finished twice: the merge is a no-op
+the second time and its enriched records are published again (at-least-once, stable keys).
+:meth:`GraphBatchWriter.drain` waits for the finisher (the runner calls it when the query stops,
+``StreamHarness.drain`` after Spark committed). ``BatchReport.timings["finish_wait"]``: how long a staged
+batch waited for its predecessor's finishing.
 
 Enriched records are published only for events that are new in the graph with this batch
 (``lineage_events.first_batch_id = batch_id``): an event already stored by an earlier batch (a replay
@@ -265,6 +280,9 @@ class GraphBatchWriter:
                                    publish_enriched=settings.publish_enriched)
         self.on_batch = on_batch
         self._store: Any = None
+        self._finish_store: Any = None     # the finisher thread's own connection (the merge's transaction)
+        self._finish_pool: Any = None
+        self._finish_future: Any = None
         self._graph_pool: Any = None
         self._graph_future: Any = None
         self._cancel = threading.Event()
@@ -282,6 +300,16 @@ class GraphBatchWriter:
         store, self._store = self._store, None
         if store is not None:
             store.close()
+
+    def _reset_finish_store(self) -> None:
+        store, self._finish_store = self._finish_store, None
+        if store is not None:
+            store.close()
+
+    def close(self) -> None:
+        """Close the writer's PostgreSQL connections (after :meth:`drain`)."""
+        self._reset_store()
+        self._reset_finish_store()
 
     @property
     def store(self) -> Any:
@@ -347,8 +375,9 @@ class GraphBatchWriter:
         batch_id = self.store_batch_id(int(batch_id))
         if self._first_call:
             self._first_call = False
+            self._recover()               # batches a previous run staged and did not finish (module doc)
             self._publish_graph_async(None)  # committed batches a previous run did not publish (module doc)
-        self._write(df, int(batch_id), started, self.config.publish_enriched)
+        self._write(df, int(batch_id), started)
 
     def _run_pass(self, step: str, df: Any, fn: Callable[[Iterator[Any]], Iterator[Any]],
                   counts: dict[tuple[str, str, str], int]) -> None:
@@ -356,26 +385,74 @@ class GraphBatchWriter:
             key = (r["metric"], r["label1"] or "", r["label2"] or "")
             counts[key] = counts.get(key, 0) + int(r["value"])
 
-    def _write(self, df: Any, batch_id: int, started: float, enrich: bool) -> None:
+    def _write(self, df: Any, batch_id: int, started: float) -> None:
+        """Stage ``batch_id`` (executors), then hand its finishing to the finisher thread (module doc:
+        pipelining) once the previous batch's finishing succeeded."""
         counts: dict[tuple[str, str, str], int] = {}
         self._run_pass("stage", df, _stage_and_publish(self.config, batch_id), counts)
-        t1 = time.time()
+        staged_at = time.time()
         if not any(k[0] in ("staged", "rejected", "consumed") and v for k, v in counts.items()):
             return  # a no-data batch (the recombiner's timeouts ran): nothing to commit
-        result = self.retrier.call("merge", lambda: self.store.merge(batch_id), on_failure=self._reset_store)
+        self.wait_finished()   # the previous batch's failure fails this one, before it is marked
+        waited = time.time() - staged_at
+        self.retrier.call("mark", lambda: self.store.conn.execute(
+            "INSERT INTO lineage_staged_batches (batch_id) VALUES (%s) ON CONFLICT DO NOTHING", (batch_id,)),
+            on_failure=self._reset_store)
+        if self._finish_pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._finish_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lineage-finish")
+        timings = {"stage": staged_at - started, "finish_wait": waited}
+        self._finish_future = self._finish_pool.submit(self._finish, batch_id, counts, started, timings, True)
+
+    def wait_finished(self) -> None:
+        """Wait until every batch handed to the finisher thread is finished (raises the finisher's error)."""
+        future = self._finish_future
+        if future is not None:
+            future.result()
+
+    def drain(self) -> None:
+        """Wait for the finisher and the outstanding graph publication: everything committed is written."""
+        self.wait_finished()
+        self.flush_graph()
+
+    @property
+    def finish_store(self) -> Any:
+        if self._finish_store is None:
+            self._finish_store = self.retrier.call("connect", lambda: _store_module().GraphStore(self.dsn))
+        return self._finish_store
+
+    def _finish(self, batch_id: int, counts: dict[tuple[str, str, str], int], started: float,
+                timings: dict[str, float], report: bool) -> None:
+        """Merge, enrich and export staged batch ``batch_id``, start its graph publication, unmark it and
+        report it. Idempotent: a batch finished before (merged, its records published) is a no-op but for
+        the Parquet export of its changed rows, which writes the same files again."""
+        t1 = time.time()
+        result = self.retrier.call("merge", lambda: self.finish_store.merge(batch_id),
+                                   on_failure=self._reset_finish_store)
         t2 = time.time()
-        if enrich and any(k[0] == "staged" and v for k, v in counts.items()):
+        if self.config.publish_enriched:
             self.retrier.call("enrich", lambda: self._enrich(batch_id, counts))
         t3 = time.time()
         changed = self.retrier.call("parquet", lambda: self._write_parquet(batch_id))
         t4 = time.time()
         self._publish_graph_async(batch_id, changed)
+        self.retrier.call("unmark", lambda: self.finish_store.conn.execute(
+            "DELETE FROM lineage_staged_batches WHERE batch_id = %s", (batch_id,)), on_failure=self._reset_finish_store)
         now = time.time()
-        report = BatchReport(batch_id, result, counts, committed_at=t2, duration_seconds=now - started,
-                             timings={"stage": t1 - started, "merge": t2 - t1, "enrich": t3 - t2,
-                                      "parquet": t4 - t3, "graph": now - t4})
-        if self.on_batch is not None:
-            self.on_batch(report)
+        if report and self.on_batch is not None:
+            self.on_batch(BatchReport(batch_id, result, counts, committed_at=t2, duration_seconds=now - started,
+                                      timings={**timings, "merge": t2 - t1, "enrich": t3 - t2, "parquet": t4 - t3,
+                                               "graph": now - t4}))
+
+    def _recover(self) -> None:
+        """Finish, in order, every batch a previous run staged completely and did not finish (a crash or a
+        stop after Spark committed its offsets; migration 011). Not reported as batches of this run."""
+        pending = [int(b) for (b,) in self.retrier.call("recover", lambda: self.store.conn.execute(
+            "SELECT batch_id FROM lineage_staged_batches ORDER BY batch_id").fetchall(), on_failure=self._reset_store)]
+        for batch_id in pending:
+            log.info("finishing batch %d, staged by an earlier run", batch_id)
+            self._finish(batch_id, {}, time.time(), {}, False)
 
     def _enrich(self, batch_id: int, counts: dict[tuple[str, str, str], int]) -> None:
         """The enriched records of committed batch ``batch_id``, from PostgreSQL (stream_processor/enrich.py).
