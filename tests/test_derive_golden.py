@@ -91,6 +91,24 @@ def test_digest_sees_a_changed_row() -> None:
     assert _digest(altered) != _digest(parts)
 
 
+class _Text(str):
+    def __str__(self) -> str:
+        return "not this"
+
+
+@pytest.mark.unit
+def test_copy_text_writes_what_field_writes_for_every_kind_of_value() -> None:
+    """copy_text's inline cases give the per-value ``_field`` text, escapes included."""
+    from sink.postgres import _field, copy_text
+
+    values = ["plain", "", "tab\there", "line\nbreak", "cr\rhere", "back\\slash", "\\N", "ü → 😀", None, True,
+              False, 0, 1, -7, 2**70, 1.5, _Text("sub\tclass"), _Text("sub")]
+    rows = [tuple(values), tuple(reversed(values)), (), ("only",), (None,)]
+    want = "".join("1\t0\t" + "\t".join(_field(v) for v in row) + "\n" for row in rows)
+    assert copy_text("1\t0\t", rows) == want
+    assert copy_text("1\t0\t", []) == ""
+
+
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
         sys.exit(__doc__)
