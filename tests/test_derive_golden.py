@@ -109,6 +109,20 @@ def test_copy_text_writes_what_field_writes_for_every_kind_of_value() -> None:
     assert copy_text("1\t0\t", []) == ""
 
 
+@pytest.mark.unit
+def test_keys_text_is_the_json_modules_text_for_any_character() -> None:
+    """keys_to_text (orjson when its text is printable ASCII) writes what ``json.dumps`` wrote before."""
+    from sink.annotations_lookup import EventKeys, OutputVersion, keys_to_text
+
+    points = [*range(0x3000), *range(0xD7F0, 0xE010), 0xFEFF, 0xFFFD, 0xFFFF, 0x1F600, 0x10FFFF]
+    for c in points:
+        text = f"a{chr(c)}b"
+        keys = EventKeys("h", [text, "p2"], [OutputVersion("v", "q", "n", text)], {"n": text, text: "x"})
+        want = json.dumps({"p": keys.provenance_ids, "o": [["v", "q", "n", text]], "n": keys.names},
+                          separators=(",", ":"))
+        assert keys_to_text(keys) == want, hex(c)
+
+
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
         sys.exit(__doc__)
