@@ -138,9 +138,9 @@ def keys_to_text(keys: EventKeys) -> str:
 
     Written by orjson when its text is printable ASCII: for a document of strings that is the json module's
     text byte for byte (both escape ``"``, ``\\`` and control characters alike; checked for the code points
-    up to U+3000, the surrogates and more in tests/test_derive_golden.py), and ~10x faster; text with non-ASCII or DEL, which the json module
-    escapes and orjson does not, is written by the json module (demo events: 5.5 -> 2.4-3.3 us per event,
-    median of 7).
+    up to U+3000, the surrogates and more in tests/test_derive_golden.py), and ~10x faster; text with
+    non-ASCII or DEL, which the json module escapes and orjson does not, is written by the json module
+    (demo events: 5.5 -> 2.4-3.3 us per event, median of 7).
     """
     doc = {"p": keys.provenance_ids, "o": [[o.version_id, o.quality_id, o.node_id, o.version] for o in keys.outputs],
            "n": keys.names}
