@@ -880,6 +880,7 @@ class _Deriver:
         tokens_by_src: dict[str, list[str]] = {}
         cols_by_src: dict[str, set[str]] = {}
         out_table = f"{out_ns}/{out_name}"
+        input_nodes = {i[0] for i in inputs}
         for target_col, entries in columns.items():
             deps = []
             per_src: dict[tuple[str, str], tuple[str, list[str], str | None, str]] = {}
@@ -893,7 +894,7 @@ class _Deriver:
                 cols_by_src.setdefault(src_node, set()).add(src_field)
                 deps.append({"source_table": src_table, "source_column": src_field, "expression": desc})
                 per_src[(src_node, src_field)] = (src_table, tokens, desc, src_name)
-                if src_node == raw_node and src_node != out_node and not any(src_node == i[0] for i in inputs):
+                if src_node == raw_node and src_node != out_node and src_node not in input_nodes:
                     # a source only referenced here (an alias's canonical node has its row from dataset())
                     self._dataset_row(src_node, ns, src_name, None, {}, time, False, None, False)
             deps_json = _dumps(deps)
@@ -1021,13 +1022,14 @@ def _merge_group(group: list[tuple[Any, ...]], plan: list[tuple[int, Any, Any]])
         elif rule == "and":
             out[index] = all(r[index] for r in group)
         elif rule == "latest":
-            best = None
+            best = best_rank = None
             for r in group:
-                if r[index] is not None:
-                    rank = (r[arg] or "", str(r[index]))
-                    if best is None or rank > best[0]:
-                        best = (rank, r[index])
-            out[index] = best[1] if best else None
+                value = r[index]
+                if value is not None:
+                    rank = (r[arg] or "", value if type(value) is str else str(value))
+                    if best_rank is None or rank > best_rank:
+                        best, best_rank = value, rank
+            out[index] = best
         else:  # "row"
             winner = winners.get(arg)
             if winner is None:

@@ -43,7 +43,6 @@ in :attr:`GraphStore.last_rejections`; they never fail the batch of the others.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import queue
@@ -98,14 +97,21 @@ def _bytea(value: bytes | None) -> str | None:
 
 
 def copy_text(prefix: str, rows: Sequence[tuple[Any, ...]]) -> str:
-    """COPY text format of ``rows``, each preceded by ``prefix`` (the ``batch_id\\tpart\\t`` columns)."""
-    out = io.StringIO()
-    write = out.write
+    """COPY text format of ``rows``, each preceded by ``prefix`` (the ``batch_id\\tpart\\t`` columns).
+
+    The text :func:`_field` gives, with its common cases (a str, None, a boolean) inline: a function call per
+    value was a quarter of the cost (benchmarks/derive_bench.py's demo rows, reduced: 23.6 -> 19.2 us per
+    event, median of 7).
+    """
+    lines = []
+    append = lines.append
     for row in rows:
-        write(prefix)
-        write("\t".join([_field(v) for v in row]))
-        write("\n")
-    return out.getvalue()
+        append("\t".join([
+            (v.translate(_ESCAPES) if "\\" in v or "\t" in v or "\n" in v or "\r" in v else v) if type(v) is str
+            else "\\N" if v is None else "t" if v is True else "f" if v is False else _field(v) for v in row]))
+    if not lines:
+        return ""
+    return prefix + ("\n" + prefix).join(lines) + "\n"
 
 
 def _copy_staged(cur: Any, table: str, columns: Sequence[str], prefix: str, rows: Sequence[tuple[Any, ...]]) -> None:
