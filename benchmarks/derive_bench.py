@@ -5,7 +5,7 @@
 
 Per partition the staging pass (``GraphStore._derive_and_stage``, called by stream_processor/writer.py's
 ``_stage_and_publish``) derives the events with ``BatchDeriver.add`` 250 at a time, handing each event's own rows
-to ``keys_to_text(keys_from_rows(...))`` (``with_keys``: the annotation keys of the enrich pass), writes the
+to ``keys_to_text(keys_from_rows(...))`` (``handover``: the annotation keys for the enrich step), writes the
 ``stg_events`` rows of each chunk as COPY text, reduces the other tables' rows (``finish``) and writes them and
 the keys as COPY text. :func:`stage_text` does exactly that, with the COPY text kept in memory instead of sent
 to PostgreSQL; the server's side (parsing the COPY, the merge) is not part of this figure.

@@ -2,8 +2,8 @@
 
 The stream processor publishes one enriched record per new event *after* the batch's merge, with the
 event's quality (WIA-DATA-008 §4) and provenance (§3) annotations as the graph holds them
-(stream_processor/writer.py). This module is the PostgreSQL side of that step, for one partition of
-events at a time:
+(stream_processor/enrich.py, on the driver, for a whole batch). This module is the PostgreSQL side of that
+step:
 
 1. :func:`event_keys` (pure) derives an event with :func:`sink.derive.derive_event` - the very rows the
    store staged for it - and keeps the keys of its annotations: the ``provenance_id`` of each dataset it
@@ -37,8 +37,7 @@ from .fastjson import OrjsonError, dumps_sorted, loads, orjson_key
 from .model import StoredEvent
 
 __all__ = ["EventKeys", "OutputVersion", "FoundAnnotations", "event_keys", "keys_from_rows", "keys_to_text",
-           "keys_from_text", "take_staged_keys", "lookup", "lookup_partition", "annotations", "dumps", "LOOKUP_SQL",
-           "TAKE_KEYS_SQL"]
+           "keys_from_text", "lookup", "lookup_partition", "annotations", "dumps", "LOOKUP_SQL"]
 
 _V = {c: i for i, c in enumerate(STAGING_COLUMNS["stg_dataset_versions"])}
 _IO = {c: i for i, c in enumerate(STAGING_COLUMNS["stg_run_io"])}
@@ -159,23 +158,6 @@ def keys_from_text(event_hash: str, text: str) -> EventKeys:
     """The inverse of :func:`keys_to_text`."""
     doc = json.loads(text)
     return EventKeys(event_hash, list(doc["p"]), [OutputVersion(*o) for o in doc["o"]], dict(doc["n"]))
-
-
-#: The staged keys of some of a batch's events, removed as they are read (migration 006: a cache).
-TAKE_KEYS_SQL = ("DELETE FROM stg_event_keys WHERE batch_id = %s AND event_hash = ANY(%s::text[]) "
-                 "RETURNING event_hash, keys")
-
-
-def take_staged_keys(conn: Any, batch_id: int, hashes: Iterable[str]) -> dict[str, EventKeys]:
-    """The keys the staging pass left for ``hashes`` of ``batch_id`` (deleting them); events not found are
-    simply absent - the caller derives their keys (:func:`event_keys`)."""
-    found: dict[str, EventKeys] = {}
-    for event_hash, text in conn.execute(TAKE_KEYS_SQL, (int(batch_id), list(hashes))).fetchall():
-        try:
-            found[event_hash] = keys_from_text(event_hash, text)
-        except (ValueError, KeyError, TypeError):
-            continue   # an unreadable cache row: derive instead
-    return found
 
 
 def lookup(conn: Any, batch_id: int, hashes: Iterable[str], provenance_ids: Iterable[str],
