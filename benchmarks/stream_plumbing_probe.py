@@ -16,6 +16,9 @@ events in 11.9 s = 1,260 events/s, 19.6 CPU-s = 1.30 ms/event with both cores 82
 spends ~3.6 ms/event (README): ~1.3 ms is this plumbing, ~2.3 ms the graph (derive, COPY, merge, enrich,
 Parquet, topics). Even a free sink would leave this design at ~1,300 events/s on 2 cores.
 
+``--unfused`` decodes in a ``mapInArrow`` after the source (the plan before the ``lineage_kafka`` reader
+decoded in its own tasks; :func:`stream_processor.pipeline.decoded_stream`), for A/B runs.
+
 ``--stage decode-dedupe`` stops before the `$self` operator (the counted rows are then the deduplicated,
 not yet recombined, events): 0.65 and 0.57 ms/event, interleaved with 1.58 and 1.50 for ``--stage all``
 (2026-11-23, machine shared).
@@ -58,14 +61,15 @@ def main() -> None:
     parser.add_argument("--max-batch-events", type=int, default=5_000)
     parser.add_argument("--stage", choices=("all", "decode-dedupe"), default="all",
                         help="all: the stream's whole query; decode-dedupe: without the $self operator")
+    parser.add_argument("--unfused", action="store_true",
+                        help="decode in a mapInArrow after the source, not in lineage_kafka's reader tasks")
     args = parser.parse_args()
 
     from benchmarks.e2e_bench import _demo_values, _produce
     from benchmarks.idle_cpu import tree_cpu_seconds
     from lineage.embedded.broker import EmbeddedBroker, create_topics
-    from stream_processor.decode import PACKED_SCHEMA, decode_batches
     from stream_processor.dedupe import dedupe_within_window
-    from stream_processor.pipeline import build_stream, read_kafka
+    from stream_processor.pipeline import build_stream, decoded_stream
     from stream_processor.session import build_spark_session
     from stream_processor.settings import ProcessorSettings
 
@@ -89,11 +93,9 @@ def main() -> None:
                 marks.append((total, time.monotonic(), tree_cpu_seconds(os.getpid())))
 
         if args.stage == "all":
-            stream = build_stream(spark, settings)
+            stream = build_stream(spark, settings, fuse_decode=not args.unfused)
         else:
-            registry_url = settings.registry_url
-            decoded = read_kafka(spark, settings).mapInArrow(
-                lambda batches: decode_batches(batches, registry_url, packed=True), PACKED_SCHEMA)
+            decoded = decoded_stream(spark, settings, fuse_decode=not args.unfused)
             stream = dedupe_within_window(decoded, settings.dedupe_window_seconds)
         query = (stream.writeStream.foreachBatch(count)
                  .option("checkpointLocation", settings.checkpoint_dir).trigger(processingTime="0.5 seconds").start())

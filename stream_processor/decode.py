@@ -35,8 +35,8 @@ from typing import Any
 
 from schemas.errors import EventValidationError
 
-__all__ = ["DECODED_SCHEMA", "PACKED_SCHEMA", "NARROW_COLUMNS", "PACKED_COLUMNS", "decode_batches", "decode_record",
-           "arrow_decoded_schema", "pack_row", "unpack_row", "full_rows"]
+__all__ = ["DECODED_SCHEMA", "PACKED_SCHEMA", "NARROW_COLUMNS", "PACKED_COLUMNS", "DecodedColumns", "decode_batches",
+           "decode_record", "arrow_decoded_schema", "arrow_packed_schema", "pack_row", "unpack_row", "full_rows"]
 
 DECODED_SCHEMA = (
     "status string, event_hash string, event_json string, kind string, event_type string, run_id string, "
@@ -212,36 +212,69 @@ def arrow_packed_schema() -> Any:
     return pa.schema([wide.field(name) for name in NARROW_COLUMNS] + [("packed", pa.binary())])
 
 
+class DecodedColumns:
+    """The output columns of decode, filled one Kafka message at a time: the one place a message becomes rows.
+
+    Both paths call it: :func:`decode_batches` (the ``mapInArrow`` over the native ``kafka`` source's
+    columns) and the ``lineage_kafka`` source's reader tasks with ``decode=packed``
+    (:func:`stream_processor.kafka_source.read_range`), which decode the confluent-kafka messages they read
+    without handing them to the JVM as Kafka columns first.
+    """
+
+    def __init__(self, registry_url: str | None = None, packed: bool = False) -> None:
+        self.registry_url = registry_url
+        self.packed = packed
+        self.schema = arrow_packed_schema() if packed else arrow_decoded_schema()
+        self._names = NARROW_COLUMNS if packed else tuple(self.schema.names)
+        self.cols: dict[str, list[Any]] = {n: [] for n in self.schema.names}
+        #: messages added since the last :meth:`take` (an Evo document makes several rows of one message)
+        self.messages = 0
+
+    def add(self, value: bytes | None, headers: list[tuple[str, bytes | None]], topic: str, partition: int,
+            offset: int, kafka_timestamp: Any, key: bytes | None) -> None:
+        """The rows of one message. ``kafka_timestamp``: a datetime, microseconds since the epoch (UTC), or None.
+        A rejected row keeps the message's coordinates, raw bytes and headers for the dead-letter topic."""
+        self.messages += 1
+        cols, names = self.cols, self._names
+        for row in decode_record(value, headers, self.registry_url):
+            rejected = row["status"] != "ok"
+            if rejected:
+                row["event_hash"] = f"rejected:{topic}:{partition}:{offset}:{row.pop('_index', 0)}"
+            row.update(source_topic=topic, source_partition=partition, source_offset=offset,
+                       kafka_timestamp=kafka_timestamp, key=key, raw_value=value if rejected else None,
+                       raw_headers=[{"key": k, "value": v} for k, v in headers] if rejected else None,
+                       has_self=row.get("has_self", False))
+            for name in names:
+                cols[name].append(row.get(name))
+            if self.packed:
+                cols["packed"].append(pack_row(row))
+
+    def take(self) -> Any:
+        """The rows added since the last call as one record batch, or None when there are none."""
+        import pyarrow as pa
+
+        self.messages = 0
+        if not self.cols["status"]:
+            return None
+        batch = pa.RecordBatch.from_pydict(self.cols, schema=self.schema)
+        self.cols = {n: [] for n in self.schema.names}
+        return batch
+
+
 def decode_batches(batches: Iterator[Any], registry_url: str | None = None, packed: bool = False) -> Iterator[Any]:
     """``mapInArrow`` body: source columns (native Kafka schema) -> :data:`DECODED_SCHEMA` rows, or with
-    ``packed`` :data:`PACKED_SCHEMA` rows (module doc)."""
-    import pyarrow as pa
-
+    ``packed`` :data:`PACKED_SCHEMA` rows (module doc), one output batch per input batch."""
     from .worker_heap import freeze_imports
 
     freeze_imports()
-    wide = arrow_decoded_schema()
-    schema = arrow_packed_schema() if packed else wide
-    names = NARROW_COLUMNS if packed else wide.names
+    out = DecodedColumns(registry_url, packed)
     for batch in batches:
         d = batch.to_pydict()
-        out: dict[str, list[Any]] = {n: [] for n in schema.names}
-        n = batch.num_rows
-        for j in range(n):
-            raw_headers = d["headers"][j] or []
-            headers = [(h["key"], h["value"]) for h in raw_headers]
-            topic, part, off = d["topic"][j], d["partition"][j], d["offset"][j]
-            for row in decode_record(d["value"][j], headers, registry_url):
-                rejected = row["status"] != "ok"
-                if rejected:
-                    row["event_hash"] = f"rejected:{topic}:{part}:{off}:{row.pop('_index', 0)}"
-                row.update(source_topic=topic, source_partition=part, source_offset=off,
-                           kafka_timestamp=d["timestamp"][j], key=d["key"][j],
-                           raw_value=d["value"][j] if rejected else None,
-                           raw_headers=raw_headers if rejected else None, has_self=row.get("has_self", False))
-                for name in names:
-                    out[name].append(row.get(name))
-                if packed:
-                    out["packed"].append(pack_row(row))
-        if out["status"]:
-            yield pa.RecordBatch.from_pydict(out, schema=schema)
+        values, keys, timestamps = d["value"], d["key"], d["timestamp"]
+        topics, partitions, offsets, all_headers = d["topic"], d["partition"], d["offset"], d["headers"]
+        for j in range(batch.num_rows):
+            headers = [(h["key"], h["value"]) for h in all_headers[j] or ()]
+            out.add(values[j], headers, topics[j], partitions[j], offsets[j], timestamps[j], keys[j])
+        decoded = out.take()
+        if decoded is not None:
+            yield decoded

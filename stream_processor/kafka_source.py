@@ -12,7 +12,18 @@ an executor with a group-less consumer (``assign()``) and returned as Arrow reco
 Options: ``kafka.bootstrap.servers``, ``subscribe`` (comma list) or ``subscribePattern``,
 ``startingOffsets`` (``earliest`` | ``latest`` | JSON), ``maxOffsetsPerTrigger`` (a read limit),
 ``pollTimeoutMs``, ``chunkTimeoutSeconds`` (how long a chunk group may stay incomplete, see
-:func:`read_range`), ``tickSeconds`` (below) and any ``kafka.<librdkafka key>``.
+:func:`read_range`), ``tickSeconds`` (below), ``minPartitions`` (:func:`split_ranges`), ``decode`` and
+``registryUrl`` (below) and any ``kafka.<librdkafka key>``.
+
+**Decoding in the reader.** With ``decode`` = ``packed`` the source's schema is
+:data:`stream_processor.decode.PACKED_SCHEMA` instead of Kafka's columns: each reader task puts the
+messages it resolved (reassembled chunk groups, rejected groups with their ``lineage.chunk.error``
+header, plain messages) through the same decode as ``mapInArrow(decode_batches(..., packed=True))``
+(:class:`stream_processor.decode.DecodedColumns`, with the Schema Registry at ``registryUrl`` if given)
+and yields its rows: rejected ones keep their ``topic[partition]@offset``, raw bytes, headers and reason
+for the dead-letter topic. This saves a hop per micro-batch: unfused, every message goes from this
+reader's Python worker to the JVM as Arrow and back to a second Python worker for the decode, a copy of its
+~4.4 kB value each way. ``decode`` = ``none`` (the default) gives Kafka's columns.
 
 **Ticks.** With ``tickSeconds`` > 0 the offset JSON carries ``"$tick": n``, the wall clock in units of
 ``tickSeconds``, so that its end offset changes once per tick even when no record arrived: Spark then
@@ -53,6 +64,8 @@ from typing import Any, TypeVar
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
+from .decode import PACKED_SCHEMA, DecodedColumns
+
 try:  # Spark >= 4.2: read limits and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import (
         ReadAllAvailable,
@@ -68,11 +81,14 @@ except ImportError:  # pragma: no cover - older pyspark
         pass
 
 __all__ = ["KafkaDataSource", "KafkaStreamReader", "KafkaRange", "HighWatermarkProbe", "KAFKA_SCHEMA",
-           "plan_end_offsets", "read_range", "split_ranges"]
+           "DECODE_SCHEMAS", "decode_option", "plan_end_offsets", "read_range", "split_ranges"]
 
 SOURCE_NAME = "lineage_kafka"
 KAFKA_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
                 "timestampType int, headers array<struct<key:string,value:binary>>")
+
+#: Values of the ``decode`` option: the source's schema for each (module doc, "Decoding in the reader").
+DECODE_SCHEMAS = {"none": KAFKA_SCHEMA, "packed": PACKED_SCHEMA}
 
 Offsets = dict[str, dict[str, int]]
 T = TypeVar("T")
@@ -160,6 +176,32 @@ class _RangeRows:
         batch = pa.RecordBatch.from_pydict(self.cols, schema=self.schema)
         self.cols = {name: [] for name in self.schema.names}
         return batch
+
+
+class _DecodedRangeRows(_RangeRows):
+    """``decode=packed``: each resolved message goes straight through decode (:class:`DecodedColumns`) in the
+    reader task, and the batches are :data:`~stream_processor.decode.PACKED_SCHEMA` rows.
+
+    Why: unfused, every message crosses from this Python worker to the JVM as Kafka columns and back to
+    another Python worker for ``mapInArrow(decode)``, each time as Arrow with a copy of its ~4.4 kB value;
+    the JVM was the pipeline's largest CPU consumer.
+    """
+
+    def __init__(self, rng: KafkaRange, batch_rows: int, decoded: DecodedColumns) -> None:
+        self.rng = rng
+        self.batch_rows = batch_rows
+        self.decoded = decoded
+
+    def _push(self, key: Any, value: Any, offset: int, ts_ms: int | None, ts_type: int | None, headers: Any) -> None:
+        self.decoded.add(value, headers or [], self.rng.topic, self.rng.partition, offset,
+                         ts_ms * 1000 if ts_ms is not None else None, key)
+
+    def take(self, final: bool = False) -> Any:
+        """The decoded rows of the last ``batch_rows`` messages (or of any, when ``final``), else None."""
+        n = self.decoded.messages
+        if not n or (n < self.batch_rows and not final):
+            return None
+        return self.decoded.take()
 
 
 class _ChunkRouter:
@@ -292,8 +334,9 @@ def _resolve_orphans(rng: KafkaRange, router: _ChunkRouter, timeout_seconds: flo
 
 
 def read_range(rng: KafkaRange, batch_rows: int = 10_000, chunk_timeout_seconds: float = 60.0,
-               look_back: int | None = None) -> Iterator[Any]:
-    """Read ``[rng.start, rng.end)`` of one partition as Arrow record batches (executor side).
+               look_back: int | None = None, decoded: DecodedColumns | None = None) -> Iterator[Any]:
+    """Read ``[rng.start, rng.end)`` of one partition as Arrow record batches (executor side): Kafka's
+    columns, or with ``decoded`` the rows it makes of the messages (the ``decode=packed`` option).
 
     Chunked messages (:mod:`producers.chunking`) are reassembled: a group belongs to the range
     holding its chunk 0 and goes out as one row with chunk 0's offset, key, timestamp and original
@@ -312,7 +355,7 @@ def read_range(rng: KafkaRange, batch_rows: int = 10_000, chunk_timeout_seconds:
 
     if rng.end <= rng.start:
         return
-    rows = _RangeRows(rng, batch_rows)
+    rows = _RangeRows(rng, batch_rows) if decoded is None else _DecodedRangeRows(rng, batch_rows, decoded)
     router = _ChunkRouter(rng, rows)
     reassembler = ChunkReassembler(int(chunk_timeout_seconds * 1000))
     consumer = _consumer(json.loads(rng.conf_json), **{"queued.max.messages.kbytes": 65536,
@@ -502,6 +545,15 @@ def split_ranges(ranges: dict[tuple[str, int], tuple[int, int]], min_partitions:
     return out
 
 
+def decode_option(options: Any) -> str:
+    """The ``decode`` option's value (``none`` when not given); anything but :data:`DECODE_SCHEMAS`' keys fails."""
+    value = next((str(v).strip().lower() for k, v in dict(options).items() if k.lower() == "decode"), "") or "none"
+    if value not in DECODE_SCHEMAS:
+        raise ValueError(f"option decode of the {SOURCE_NAME} source must be one of {sorted(DECODE_SCHEMAS)}, "
+                         f"not {value!r}")
+    return value
+
+
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Offsets, planning and reading of the ``lineage_kafka`` source."""
 
@@ -524,6 +576,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.tick_seconds = float(opts.get("tickseconds", "0"))
         #: at least this many read tasks per micro-batch (Spark's Kafka ``minPartitions``): ranges are split
         self.min_partitions = int(opts.get("minpartitions") or 0)
+        #: "packed": the reader tasks decode (module doc, "Decoding in the reader"); "none": Kafka's columns
+        self.decode = decode_option(options)
+        self.registry_url = opts.get("registryurl") or None
         self._probe: HighWatermarkProbe | None = None
         self._known: dict[tuple[str, int], int] = {}
         self._target: dict[tuple[str, int], int] | None = None
@@ -665,7 +720,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 for (t, p), (a, b) in split_ranges(ranges, self.min_partitions)]
 
     def read(self, partition: KafkaRange) -> Iterator[Any]:  # type: ignore[override]
-        yield from read_range(partition, chunk_timeout_seconds=self.chunk_timeout_seconds)
+        from .worker_heap import freeze_imports
+
+        freeze_imports()
+        decoded = DecodedColumns(self.registry_url, packed=True) if self.decode == "packed" else None
+        yield from read_range(partition, chunk_timeout_seconds=self.chunk_timeout_seconds, decoded=decoded)
 
     def commit(self, end: dict) -> None:
         return None
@@ -683,7 +742,7 @@ class KafkaDataSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> str:
-        return KAFKA_SCHEMA
+        return DECODE_SCHEMAS[decode_option(self.options)]
 
     def streamReader(self, schema: Any) -> KafkaStreamReader:
         return KafkaStreamReader(dict(self.options))

@@ -3,7 +3,8 @@
 One linear plan, so the source is read once per micro-batch::
 
     read_kafka            native format("kafka") when its jars are present, else lineage_kafka
-    .mapInArrow(decode)   executors: decode + validate, Arrow in / Arrow out (decode.py)
+    .mapInArrow(decode)   executors: decode + validate, Arrow in / Arrow out (decode.py); lineage_kafka
+                          decodes in its own reader tasks instead (decode=packed, :func:`decoded_stream`)
     dedupe                withWatermark + dropDuplicatesWithinWatermark on a clamped time (dedupe.py)
     recombine             applyInPandasWithState keyed by (runId, eventType) for `$self` parts (recombine.py)
     .foreachBatch(GraphBatchWriter)   stage on executors, merge on the driver, publish (writer.py)
@@ -18,7 +19,7 @@ from typing import Any
 
 from .settings import ProcessorSettings
 
-__all__ = ["read_kafka", "native_kafka_available", "source_format", "build_stream", "start_query"]
+__all__ = ["read_kafka", "native_kafka_available", "source_format", "decoded_stream", "build_stream", "start_query"]
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +42,17 @@ def source_format(spark: Any, settings: ProcessorSettings) -> str:
     return fmt
 
 
-def read_kafka(spark: Any, settings: ProcessorSettings, tick_seconds: float = 0.0) -> Any:
+def read_kafka(spark: Any, settings: ProcessorSettings, tick_seconds: float = 0.0, decode: bool = False) -> Any:
     """The input stream with the native Kafka columns, from whichever source is available.
-    ``tick_seconds`` > 0: ``lineage_kafka``'s ticks (kafka_source.py module doc; ignored by the native source)."""
+    ``tick_seconds`` > 0: ``lineage_kafka``'s ticks (kafka_source.py module doc; ignored by the native source).
+    ``decode``: ``lineage_kafka`` decodes in its reader tasks and the stream has ``PACKED_SCHEMA`` rows
+    (kafka_source.py module doc, "Decoding in the reader"); the native source cannot."""
     from .kafka_source import register
 
     fmt = source_format(spark, settings)
+    if decode and fmt != "lineage_kafka":
+        raise ValueError(f"only the lineage_kafka source decodes in its reader, not {fmt!r}: "
+                         "decode its columns with mapInArrow (decoded_stream does)")
     if fmt == "lineage_kafka":
         register(spark)
     reader = spark.readStream.format(fmt).option("kafka.bootstrap.servers", settings.bootstrap_servers)
@@ -67,24 +73,45 @@ def read_kafka(spark: Any, settings: ProcessorSettings, tick_seconds: float = 0.
         reader = reader.option("failOnDataLoss", "false")
     elif tick_seconds > 0:
         reader = reader.option("tickSeconds", str(tick_seconds))
+    if decode:
+        reader = reader.option("decode", "packed")
+        if settings.registry_url:
+            reader = reader.option("registryUrl", settings.registry_url)
     log.info("input source: %s", fmt)
     return reader.load()
 
 
-def build_stream(spark: Any, settings: ProcessorSettings, source: Any = None, tick_seconds: float = 0.0) -> Any:
-    """The processed stream before the sink: ``PACKED_RECOMBINED_SCHEMA`` rows (recombine.py; the writer
-    reads them through :func:`stream_processor.decode.full_rows`)."""
-    from .decode import PACKED_SCHEMA, decode_batches
-    from .dedupe import dedupe_within_window
-    from .recombine import recombine_self_parts
+def decoded_stream(spark: Any, settings: ProcessorSettings, source: Any = None, tick_seconds: float = 0.0,
+                   fuse_decode: bool = True) -> Any:
+    """The input as decoded ``PACKED_SCHEMA`` rows (decode.py module doc).
 
+    ``lineage_kafka`` decodes in its own reader tasks (``fuse_decode``, the default): one Python pass per
+    message instead of reader worker -> JVM -> decode worker -> JVM, each hop an Arrow conversion and a copy of
+    the event's bytes. The native ``kafka`` source, a ``source`` passed in (Kafka's columns) and
+    ``fuse_decode=False`` (for A/B measurements) get ``mapInArrow(decode_batches)``; both give the same rows,
+    and a checkpoint written by one plan resumes with the other (only stateless operators differ; both in
+    tests/test_kafka_source_decode.py). Spark's input-row figures then count decoded rows, not messages."""
+    from .decode import PACKED_SCHEMA, decode_batches
+
+    if source is None and fuse_decode and source_format(spark, settings) == "lineage_kafka":
+        return read_kafka(spark, settings, tick_seconds, decode=True)
     source = source if source is not None else read_kafka(spark, settings, tick_seconds)
     registry_url = settings.registry_url
 
     def decode(batches: Any) -> Any:
         return decode_batches(batches, registry_url, packed=True)
 
-    decoded = source.mapInArrow(decode, PACKED_SCHEMA)  # the narrow form (decode.py module doc)
+    return source.mapInArrow(decode, PACKED_SCHEMA)
+
+
+def build_stream(spark: Any, settings: ProcessorSettings, source: Any = None, tick_seconds: float = 0.0,
+                 fuse_decode: bool = True) -> Any:
+    """The processed stream before the sink: ``PACKED_RECOMBINED_SCHEMA`` rows (recombine.py; the writer
+    reads them through :func:`stream_processor.decode.full_rows`). ``source``, ``fuse_decode``: :func:`decoded_stream`."""
+    from .dedupe import dedupe_within_window
+    from .recombine import recombine_self_parts
+
+    decoded = decoded_stream(spark, settings, source, tick_seconds, fuse_decode)
     deduped = dedupe_within_window(decoded, settings.dedupe_window_seconds)
     return recombine_self_parts(deduped, settings.recombine_quiet_seconds, settings.recombine_state_ttl_seconds,
                                 settings.shuffle_partitions)

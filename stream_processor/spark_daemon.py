@@ -13,9 +13,10 @@ installed packages (a Spark distribution used only through its zips) the path is
 PySpark's own daemon unchanged.
 
 It also imports, once, what every worker of ours imports on its first task (:data:`PRELOAD`: PySpark's worker,
-pandas, pyarrow, the Kafka and PostgreSQL clients, our decode / recombine / staging modules) and freezes them
-out of the cyclic collector's sight, before the daemon forks: a worker starts with them in place (shared
-copy-on-write pages) instead of importing them again. Workers are forked again whenever the idle pool
+pandas, pyarrow, the Kafka and PostgreSQL clients, our decode / recombine / staging modules - the Kafka
+source's reader runs decode itself with ``decode=packed`` - and ``jsonschema_rs``, which decode's facet
+validation imports on its first event) and freezes them out of the cyclic collector's sight, before the
+daemon forks: a worker starts with them in place (shared copy-on-write pages) instead of importing them again. Workers are forked again whenever the idle pool
 (``LINEAGE_SPARK_PYTHON_IDLE_WORKERS``) is smaller than the workers a micro-batch needs, and py-spy over
 ``lineage bench --events 10000`` (2026-11-25) put 36 % of the workers' busy time in those imports. A module
 that fails to import is left to the worker (which reports the error where it happens).
@@ -30,7 +31,7 @@ import sys
 PRELOAD = (
     "pyspark.worker", "pyspark.sql.pandas.serializers", "pyspark.sql.worker.plan_data_source_read",
     "numpy", "pandas", "pyarrow", "pyarrow.ipc", "fastavro", "orjson", "confluent_kafka", "psycopg",
-    "schemas.validate", "schemas.codec", "producers",
+    "jsonschema_rs", "schemas.validate", "schemas.codec", "producers",
     "stream_processor.decode", "stream_processor.dedupe", "stream_processor.recombine",
     "stream_processor.kafka_source", "stream_processor.writer", "stream_processor.publish",
     "sink.derive", "sink.postgres", "sink.annotations_lookup",
