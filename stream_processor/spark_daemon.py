@@ -7,7 +7,7 @@ makes each zip importer read its archive's directory again. py-spy over ``lineag
 put 25 s of the Python workers' CPU in imports, 7.6 s of it in those directory reads.
 
 When ``pyspark`` and ``py4j`` are also installed as packages (``pip install pyspark``: the normal case
-here), this module drops the two zips from ``sys.path`` and from the importer cache before anything is
+here), this module drops the two zips (and the ``spark-core`` jar Spark 4.3 adds) from ``sys.path`` and from the importer cache before anything is
 imported, so the daemon and its workers import the installed packages with their bytecode caches. Without
 installed packages (a Spark distribution used only through its zips) the path is left alone. Then it runs
 PySpark's own daemon unchanged.
@@ -61,8 +61,13 @@ def _installed_elsewhere(package: str, zips: list[str]) -> bool:
 
 
 def use_installed_pyspark() -> list[str]:
-    """Drop PySpark's and py4j's zips from ``sys.path`` when both are installed as packages; returns them."""
-    zips = [p for p in sys.path if p.endswith(".zip") and os.path.basename(p).startswith(("pyspark", "py4j"))]
+    """Drop PySpark's and py4j's zips, and any jar, from ``sys.path`` when both are installed as packages;
+    returns them. Spark 4.3 also puts ``spark-core_*.jar`` on the workers' path (PySpark's sources are in it):
+    a zip importer over a ~15 MB jar, whose directory ``importlib.invalidate_caches()`` read again on every
+    task (``setup_spark_files``): 167 of 1,572 py-spy samples of the workers in ``lineage bench --events
+    20000`` (2026-11-25, session 10), i.e. ~4 s of CPU."""
+    zips = [p for p in sys.path if (p.endswith(".zip") and os.path.basename(p).startswith(("pyspark", "py4j")))
+            or p.endswith(".jar")]
     if not zips or not (_installed_elsewhere("pyspark", zips) and _installed_elsewhere("py4j", zips)):
         return []
     sys.path[:] = [p for p in sys.path if p not in zips]

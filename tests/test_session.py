@@ -39,14 +39,18 @@ def test_a_stateful_query_resumes_from_its_checkpoint(spark, tmp_path):
 
 @pytest.mark.integration
 def test_python_workers_import_the_installed_pyspark(spark):
-    """Workers forked from stream_processor.spark_daemon have no pyspark / py4j zip on sys.path."""
+    """Workers forked from stream_processor.spark_daemon have no pyspark / py4j zip nor a jar on sys.path, and
+    no zip importer (Spark 4.3 puts spark-core's jar there: each task re-read its directory)."""
     import pyarrow as pa
 
     def zips(batches):
         import sys
 
         for _ in batches:
-            found = [p for p in sys.path if p.endswith(".zip") and ("pyspark" in p or "py4j" in p)]
+            found = [p for p in sys.path if (p.endswith(".zip") and ("pyspark" in p or "py4j" in p))
+                     or p.endswith(".jar")]
+            found += [p for p, importer in sys.path_importer_cache.items()
+                      if type(importer).__name__ == "zipimporter"]
             yield pa.RecordBatch.from_arrays([pa.array([len(found)], pa.int32())], ["zips"])
 
     assert spark.conf.get("spark.python.daemon.module") == "stream_processor.spark_daemon"
@@ -68,6 +72,7 @@ def test_zips_stay_when_pyspark_is_not_installed_beside_them(monkeypatch, tmp_pa
     (tmp_path / "site" / "pyspark" / "__init__.py").write_text("")
     (tmp_path / "site" / "py4j").mkdir()
     (tmp_path / "site" / "py4j" / "__init__.py").write_text("")
-    monkeypatch.setattr(sys, "path", [zip_path, str(tmp_path / "site")])
-    assert use_installed_pyspark() == [zip_path]
+    jar = str(tmp_path / "spark-core_2.13-4.3.0.jar")
+    monkeypatch.setattr(sys, "path", [zip_path, jar, str(tmp_path / "site")])
+    assert use_installed_pyspark() == [zip_path, jar]
     assert sys.path == [str(tmp_path / "site")]
