@@ -36,8 +36,12 @@ __all__ = ["run_bench", "BenchConfig"]
 class BenchConfig:
     def __init__(self, events: int = 20_000, rate: int = 2_000, latency_seconds: float = 20.0,
                  bootstrap: str | None = None, postgres_dsn: str | None = None, work_dir: str | None = None,
-                 naive_sample: int = 2_000, status: Any = print, max_batch_events: int = 5_000) -> None:
+                 naive_sample: int = 2_000, status: Any = print, max_batch_events: int = 5_000,
+                 traffic: str = "demo") -> None:
+        if traffic not in TRAFFIC:
+            raise ValueError(f"traffic must be one of {sorted(TRAFFIC)}, not {traffic!r}")
         self.events, self.rate, self.latency_seconds = events, rate, latency_seconds
+        self.traffic = traffic
         self.max_batch_events = max_batch_events
         self.bootstrap, self.postgres_dsn, self.work_dir = bootstrap, postgres_dsn, work_dir
         self.naive_sample, self.status = naive_sample, status
@@ -94,6 +98,46 @@ def _demo_values(n: int) -> Iterator[tuple[bytes, list[tuple[str, bytes]] | None
             yield json.dumps(m.value).encode(), [("lineage.subject", json.dumps(m.subject).encode())]
         else:
             yield encode_single_object(m.value), None
+
+
+#: Producers of the real-producer corpus the ``real`` traffic replays (the issue names these four).
+REAL_PRODUCERS = ("spark", "dbt", "flink", "hive")
+
+
+def _fresh_run_ids(value: Any, cycle: int, seen: dict[str, str]) -> Any:
+    """``value`` with every ``runId`` string replaced by a UUID derived from it and ``cycle`` (the same old id
+    gives the same new one within a cycle, so a run's START and COMPLETE and its parent facets still agree)."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if key == "runId" and isinstance(item, str):
+                out[key] = seen.setdefault(item, str(uuid.uuid5(uuid.NAMESPACE_URL, f"bench/{cycle}/{item}")))
+            else:
+                out[key] = _fresh_run_ids(item, cycle, seen)
+        return out
+    if isinstance(value, list):
+        return [_fresh_run_ids(item, cycle, seen) for item in value]
+    return value
+
+
+def _real_values(n: int) -> Iterator[tuple[bytes, list[tuple[str, bytes]] | None]]:
+    """``n`` events of the real-producer corpus (tests/fixtures/openlineage/integrations: Spark, dbt, Flink,
+    Hive; its templates filled as tests/test_real_producers.py fills them), replayed in cycles with fresh run
+    ids, Avro single-object encoded. Needs the source checkout (the corpus and its loader are test files)."""
+    from schemas.codec import encode_single_object
+    from tests.test_real_producers import VALID_EVENTS
+
+    corpus = [e.event for e in VALID_EVENTS if e.producer in REAL_PRODUCERS]
+    for i in range(n):
+        cycle, index = divmod(i, len(corpus))
+        yield encode_single_object(_fresh_run_ids(corpus[index], cycle, {})), None
+
+
+def _values(traffic: str, n: int) -> Iterator[tuple[bytes, list[tuple[str, bytes]] | None]]:
+    return TRAFFIC[traffic](n)
+
+
+TRAFFIC = {"demo": _demo_values, "real": _real_values}
 
 
 def _produce(bootstrap: str, topic: str, values: Iterable[Any], rate: float | None = None) -> None:
@@ -229,10 +273,10 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
         topics = {k: f"bench{suffix}.{k}" for k in ("events", "enriched", "graph", "dlq", "latency")}
         create_topics(bootstrap, topics.values(), partitions=3)
         say(f"producing {cfg.events} demo events")
-        _produce(bootstrap, topics["events"], _demo_values(cfg.events))
-        results: dict[str, Any] = {"events": cfg.events}
+        _produce(bootstrap, topics["events"], _values(cfg.traffic, cfg.events))
+        results: dict[str, Any] = {"events": cfg.events, "traffic": cfg.traffic}
         results["kafka_consume_events_per_s"] = round(_kafka_consume_rate(bootstrap, topics["events"], cfg.events))
-        results["pg_copy_rows_per_s"] = round(_pg_copy_rate(dsn, _demo_values(cfg.events)))
+        results["pg_copy_rows_per_s"] = round(_pg_copy_rate(dsn, _values(cfg.traffic, cfg.events)))
         results["naive_events_per_s"] = round(_naive_rate(dsn, bootstrap, topics["events"], cfg.naive_sample), 1)
         say(f"raw limits: {results}")
 
@@ -269,7 +313,7 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
         lat_reports: list[Any] = []
         stop = threading.Event()
         n_lat = int(cfg.rate * cfg.latency_seconds)
-        lat_values = list(_demo_values(n_lat))   # encoded beforehand: generating costs ~0.65 CPU-ms per event
+        lat_values = list(_values(cfg.traffic, n_lat))   # encoded beforehand: generating costs ~0.65 CPU-ms per event
         producer = threading.Thread(target=_produce, args=(bootstrap, topics["latency"], lat_values, cfg.rate))
         lat_settings = settings(topics["latency"], "latency")
         runner = threading.Thread(target=run_processor, kwargs={

@@ -20,6 +20,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--latency-seconds", type=float, default=20.0)
     p.add_argument("--max-batch-events", type=int, default=5000,
                    help="Kafka records per micro-batch of the throughput drain (maxOffsetsPerTrigger; 0: unlimited)")
+    p.add_argument("--traffic", choices=("demo", "real"), default="demo",
+                   help="demo: the demo generator; real: the Spark, dbt, Flink and Hive fixtures of "
+                        "tests/fixtures/openlineage/integrations replayed with fresh run ids (source checkout)")
     p.add_argument("--bootstrap-servers", default=env_default("--bootstrap-servers"),
                    help="an existing Kafka (default: an embedded broker)")
     p.add_argument("--postgres-dsn", default=env_default("--postgres-dsn"),
@@ -35,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from benchmarks.e2e_bench import BenchConfig, run_bench
 
     results = run_bench(BenchConfig(events=args.events, rate=args.rate, latency_seconds=args.latency_seconds,
-                                    max_batch_events=args.max_batch_events,
+                                    max_batch_events=args.max_batch_events, traffic=args.traffic,
                                     bootstrap=args.bootstrap_servers, postgres_dsn=args.postgres_dsn,
                                     status=lambda line: print(line, file=sys.stderr, flush=True)))
     text = json.dumps(results, indent=2)
