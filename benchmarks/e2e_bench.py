@@ -104,19 +104,15 @@ def _demo_values(n: int) -> Iterator[tuple[bytes, list[tuple[str, bytes]] | None
 REAL_PRODUCERS = ("spark", "dbt", "flink", "hive")
 
 
-def _fresh_run_ids(value: Any, cycle: int, seen: dict[str, str]) -> Any:
+def _fresh_run_ids(value: Any, cycle: int) -> Any:
     """``value`` with every ``runId`` string replaced by a UUID derived from it and ``cycle`` (the same old id
     gives the same new one within a cycle, so a run's START and COMPLETE and its parent facets still agree)."""
     if isinstance(value, dict):
-        out = {}
-        for key, item in value.items():
-            if key == "runId" and isinstance(item, str):
-                out[key] = seen.setdefault(item, str(uuid.uuid5(uuid.NAMESPACE_URL, f"bench/{cycle}/{item}")))
-            else:
-                out[key] = _fresh_run_ids(item, cycle, seen)
-        return out
+        return {key: str(uuid.uuid5(uuid.NAMESPACE_URL, f"bench/{cycle}/{item}"))
+                if key == "runId" and isinstance(item, str) else _fresh_run_ids(item, cycle)
+                for key, item in value.items()}
     if isinstance(value, list):
-        return [_fresh_run_ids(item, cycle, seen) for item in value]
+        return [_fresh_run_ids(item, cycle) for item in value]
     return value
 
 
@@ -130,7 +126,7 @@ def _real_values(n: int) -> Iterator[tuple[bytes, list[tuple[str, bytes]] | None
     corpus = [e.event for e in VALID_EVENTS if e.producer in REAL_PRODUCERS]
     for i in range(n):
         cycle, index = divmod(i, len(corpus))
-        yield encode_single_object(_fresh_run_ids(corpus[index], cycle, {})), None
+        yield encode_single_object(_fresh_run_ids(corpus[index], cycle)), None
 
 
 def _values(traffic: str, n: int) -> Iterator[tuple[bytes, list[tuple[str, bytes]] | None]]:

@@ -56,6 +56,7 @@ from psycopg import errors as pg_errors
 from psycopg.types.json import set_json_loads
 
 from schemas.errors import EventValidationError, StoreError
+from schemas.identity import canonical_json
 
 from . import ids
 from .annotate import facts_from_row, quality_annotation
@@ -682,15 +683,14 @@ class GraphStore:
         """COPY one ``stg_event_keys`` row per event of ``handover`` as ``(batch_id, part)``, replacing that
         pair's rows (migrations 006, 010). An event the deriver rejected has no keys: its record gets the event
         text itself (``lineage_events`` will not hold it), JSON with ASCII escapes (it may hold lone surrogates)."""
-        texts = {e.event_hash: e for e in events}
+        by_hash = {e.event_hash: e for e in events}
         rows = []
         for event_hash, (record_key, record) in handover.items():
             event_keys = keys.get(event_hash)
             if event_keys is None:
-                stored = texts.get(event_hash)
                 doc = json.loads(record)
-                doc["event"] = (stored.text if stored is not None and stored.text is not None
-                                else json.dumps(stored.event if stored is not None else None))
+                stored = by_hash[event_hash]
+                doc["event"] = stored.text if stored.text is not None else canonical_json(stored.event)
                 record = json.dumps(doc, ensure_ascii=True, separators=(",", ":"))
             rows.append((event_hash, event_keys, _bytea(record_key), record))
         with conn.cursor() as cur:

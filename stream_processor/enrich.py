@@ -49,12 +49,14 @@ def enrich_batch(conn: Any, batch_id: int, publisher: Any, topic: str,
 
     from .publish import encode_record
 
-    rows = conn.execute(HANDOVER_SQL, {"b": int(batch_id)}).fetchall()
-    keyed = [(keys_from_text(h, k), key, record, payload) for h, k, key, record, payload in rows
-             if k is not None and payload is not None]
-    for _h, k, _key, _record, payload in rows:
-        if k is not None and payload is None:
-            bump("enriched_duplicates", 1)
+    keyed, bare = [], []   # (keys, Kafka key, record, event text) of new events; (Kafka key, record) of unstored
+    for event_hash, keys, key, record, payload in conn.execute(HANDOVER_SQL, {"b": int(batch_id)}).fetchall():
+        if keys is None:
+            bare.append((key, record))
+        elif payload is None:
+            bump("enriched_duplicates", 1)   # an earlier batch stored this event: no second record
+        else:
+            keyed.append((keys_from_text(event_hash, keys), key, record, payload))
     found = lookup(conn, batch_id, (), (p for k, *_ in keyed for p in k.provenance_ids),
                    (o.quality_id for k, *_ in keyed for o in k.outputs))
     processed_at = datetime.now(UTC)
@@ -73,10 +75,9 @@ def enrich_batch(conn: Any, batch_id: int, publisher: Any, topic: str,
         doc["event"] = payload
         quality, provenance = annotations(keys, found)
         publish(key, doc, dumps(quality), dumps(provenance))
-    for _h, k, key, record, _payload in rows:
-        if k is None:
-            bump("enriched_unannotated", 1)
-            publish(key, loads(record), None, None)
+    for key, record in bare:
+        bump("enriched_unannotated", 1)
+        publish(key, loads(record), None, None)
     if published:
         publisher.flush()
         bump("enriched", published)

@@ -15,7 +15,7 @@ from tests.test_real_producers import VALID_EVENTS
 def test_run_ids_are_fresh_per_cycle_and_consistent_within_one() -> None:
     event = {"run": {"runId": "a", "facets": {"parent": {"run": {"runId": "p"}}}},
              "inputs": [{"facets": {"x": {"runId": "a"}}}], "eventType": "START"}
-    first, again, second = (_fresh_run_ids(event, c, {}) for c in (0, 0, 1))
+    first, again, second = (_fresh_run_ids(event, c) for c in (0, 0, 1))
     assert first == again                                   # deterministic
     assert first["run"]["runId"] == first["inputs"][0]["facets"]["x"]["runId"] != "a"
     assert first["run"]["facets"]["parent"]["run"]["runId"] not in ("p", first["run"]["runId"])
