@@ -702,26 +702,44 @@ class GraphStore:
     @classmethod
     def stage_partition(cls, dsn: str | StoreSettings, batch_id: int, part: int,
                         events: Sequence[StoredEvent],
-                        handover: Mapping[str, tuple[bytes | None, str]] | None = None) -> int:
+                        handover: Mapping[str, tuple[bytes | None, str]] | None = None,
+                        self_parts: Sequence[tuple[str, str, str]] = ()) -> int:
         """Derive ``events`` and COPY them into staging as ``(batch_id, part)``, replacing earlier rows of
         that pair (a retried task is idempotent). Own connection: callable on a Spark executor.
-        Returns the number of staged rows. ``handover``: see :meth:`_derive_and_stage`."""
+        Returns the number of staged rows. ``handover``: see :meth:`_derive_and_stage`. ``self_parts``:
+        the batch's `$self` parts as ``(group_key, event_hash, doc)``, staged in ``stg_self_parts`` in the same
+        transaction (migration 012; stream_processor/recombine.py)."""
         settings = dsn if isinstance(dsn, StoreSettings) else StoreSettings(postgres_dsn=dsn)
         events = list(events)
-        if not events:
+        if not events and not self_parts:
             # Nothing to stage, and nothing to replace: a re-run of this task reads the same (empty) input.
-            # Skipping the connection matters for the no-data micro-batches the recombiner's timeouts cause.
+            # Skipping the connection matters for the idle query's empty micro-batches (ticks).
             return 0
         with cls.connect(settings) as conn, frozen_heap():
             try:
                 with conn.transaction():
-                    rows, total = cls._derive_and_stage(conn, batch_id, part, events,
-                                                        settings.store_copy_chunk_bytes, {}, handover)
+                    if events:
+                        rows, total = cls._derive_and_stage(conn, batch_id, part, events,
+                                                            settings.store_copy_chunk_bytes, {}, handover)
+                    else:
+                        rows, total = GraphRows(), 0
+                    total += cls.stage_self_parts(conn, batch_id, part, self_parts)
             except psycopg.Error as exc:
                 raise StoreError(f"staging batch {batch_id} part {part} failed: {exc}", code="store.stage") from exc
             for source, exc in rows.rejected:
                 log.warning("rejected event %s: %s", source, exc)
             return total
+
+    @staticmethod
+    def stage_self_parts(conn: psycopg.Connection, batch_id: int, part: int,
+                         parts: Sequence[tuple[str, str, str]]) -> int:
+        """Replace the ``stg_self_parts`` rows of ``(batch_id, part)`` by ``parts`` (caller's transaction)."""
+        with conn.cursor() as cur:
+            cur.execute("DELETE FROM stg_self_parts WHERE batch_id = %s AND part = %s", (batch_id, part))
+            if parts:
+                _copy_staged(cur, "stg_self_parts", ("group_key", "event_hash", "doc"),
+                             f"{int(batch_id)}\t{int(part)}\t", parts)
+        return len(parts)
 
     # -- merging --------------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""The Structured Streaming query: Kafka -> decode -> dedupe -> recombine `$self` -> graph.
+"""The Structured Streaming query: Kafka -> decode -> dedupe -> graph (`$self` recombined in the store).
 
 One linear plan, so the source is read once per micro-batch::
 
@@ -6,8 +6,8 @@ One linear plan, so the source is read once per micro-batch::
     .mapInArrow(decode)   executors: decode + validate, Arrow in / Arrow out (decode.py); lineage_kafka
                           decodes in its own reader tasks instead (decode=packed, :func:`decoded_stream`)
     dedupe                withWatermark + dropDuplicatesWithinWatermark on a clamped time (dedupe.py)
-    recombine             applyInPandasWithState keyed by (runId, eventType) for `$self` parts (recombine.py)
-    .foreachBatch(GraphBatchWriter)   stage on executors, merge on the driver, publish (writer.py)
+    .foreachBatch(GraphBatchWriter)   stage on executors (`$self` parts to stg_self_parts), recombine due
+                          `$self` groups and merge on the driver, publish (writer.py, recombine.py)
 
 Rejected rows travel the same plan with unique hashes and end in the DLQ from the writer.
 """
@@ -106,15 +106,13 @@ def decoded_stream(spark: Any, settings: ProcessorSettings, source: Any = None, 
 
 def build_stream(spark: Any, settings: ProcessorSettings, source: Any = None, tick_seconds: float = 0.0,
                  fuse_decode: bool = True) -> Any:
-    """The processed stream before the sink: ``PACKED_RECOMBINED_SCHEMA`` rows (recombine.py; the writer
-    reads them through :func:`stream_processor.decode.full_rows`). ``source``, ``fuse_decode``: :func:`decoded_stream`."""
+    """The processed stream before the sink: deduplicated ``PACKED_SCHEMA`` rows (the writer reads them through
+    :func:`stream_processor.decode.full_rows`; `$self` parts are recombined in the store, recombine.py).
+    ``source``, ``fuse_decode``: :func:`decoded_stream`."""
     from .dedupe import dedupe_within_window
-    from .recombine import recombine_self_parts
 
     decoded = decoded_stream(spark, settings, source, tick_seconds, fuse_decode)
-    deduped = dedupe_within_window(decoded, settings.dedupe_window_seconds)
-    return recombine_self_parts(deduped, settings.recombine_quiet_seconds, settings.recombine_state_ttl_seconds,
-                                settings.shuffle_partitions)
+    return dedupe_within_window(decoded, settings.dedupe_window_seconds)
 
 
 def start_query(spark: Any, settings: ProcessorSettings, writer: Any, available_now: bool = False,

@@ -1,43 +1,57 @@
-"""`$self` recombination in Spark state (seeds/evo-geoscience-object-lineage.md).
+"""`$self` recombination (seeds/evo-geoscience-object-lineage.md).
 
 A producer publishing lineage with one object version sends the run's event with the output
 ``$self`` (resolved by validation against the message's subject). Several object versions of
-one run arrive as several such parts; this operator groups parts by ``(runId, eventType)`` and
-emits ONE record whose ``outputs`` (and ``inputs``) are the union of the parts', ordered by
-first appearance after sorting parts by ``(event_time, event_hash)``:
+one run arrive as several such parts; parts are grouped by ``(runId, eventType)`` and ONE record is
+emitted whose ``outputs`` (and ``inputs``) are the union of the parts', ordered by first appearance
+after sorting parts by ``(event_time, event_hash)`` (:func:`merge_parts`):
 
-- a group is emitted once no part arrived for ``quiet_seconds`` (a processing-time timeout);
+- a group is emitted once no part arrived for ``quiet_seconds`` (processing time);
 - a part arriving after the emission re-opens the group; after another quiet period the
   record is re-emitted with ``revision + 1`` (revision 1 is the first emission);
-- after emission the state is kept ``state_ttl_seconds`` for late parts, then removed, so
+- after emission the group is kept ``state_ttl_seconds`` for late parts, then removed, so
   state cannot grow forever.
 
-Events without ``$self`` also flow through this operator (one linear plan reads the source once)
-but under a bucket key ``plain:<n>`` and are passed through untouched with ``revision = 0``,
-never stored in state.
+Recombination in the store (the stream; migration 012). The staging pass writes each part (a decoded row
+with ``has_self``, :func:`is_self_part`) to ``stg_self_parts`` with the batch's other staged rows; plain
+events never meet the recombiner. Before the batch's merge, the writer's finisher calls
+:func:`recombine_in_store`: ONE transaction moves the batch's parts into ``lineage_self_parts`` (a part seen
+before is not new), re-opens their groups, recombines every group quiet for ``quiet_seconds`` into one
+event staged with the batch as part :data:`RECOMBINED_PART` (derived on the driver like any staged event,
+with its enriched-record hand-over), records the emission and drops groups past their TTL. Groups and
+rows commit together, so a crash neither loses nor repeats an emission; a batch finished twice emits once
+(``emitted_batch``). An idle query still emits: the source's ticks run empty micro-batches and the writer
+finishes one whenever a group is due (:func:`groups_due`).
+
+Up to session 10 this was a Spark ``applyInPandasWithState`` operator keyed by group, which every event went
+through (plain ones in eight pass-through buckets, to keep one linear plan) and which cost a pandas round trip
+per `$self` group on a Python worker: half of the plumbing's CPU on demo traffic (issue 18). A checkpoint
+written with that operator holds its open groups in Spark state; docs/OPERATIONS.md says how to upgrade.
+
+``lineage load`` (batch mode) has every part of a group at once: :func:`recombine_self_parts_batch`
+(``applyInPandas``) emits each group once with revision 1, as the stream does after its quiet period.
 """
 
 from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import pandas as pd
 
-from .worker_heap import freeze_imports
-
-__all__ = ["recombine_self_parts", "merge_parts", "RECOMBINED_SCHEMA", "PACKED_RECOMBINED_SCHEMA", "STATE_SCHEMA",
-           "group_key_column", "balanced_plain_labels",
-           "recombine_group", "recombine_self_parts_batch", "plain_rows_batch", "self_parts_batch",
-           "self_group_key"]
+__all__ = ["merge_parts", "RECOMBINED_SCHEMA", "RECOMBINED_PART", "group_key_column", "recombine_group",
+           "recombine_self_parts_batch", "plain_rows_batch", "self_parts_batch", "self_group_key", "is_self_part",
+           "part_doc", "recombined_row", "recombine_in_store", "groups_due", "SelfStep"]
 
 # pyspark's worker concatenates our per-group frames; pandas 2.3 warns about all-NA columns there.
 warnings.filterwarnings("ignore", category=FutureWarning, message="The behavior of DataFrame concatenation")
 
-PLAIN_BUCKETS = 8
-STATE_SCHEMA = "parts string, revision int, pending boolean, emitted_parts int"
+#: The staging part number of the recombined events a stream batch carries (the executors' parts are Spark
+#: partition ids, far below it).
+RECOMBINED_PART = 1 << 30
 
 
 def _recombined_schema() -> str:
@@ -50,58 +64,16 @@ def _names(schema: str) -> list[str]:
     return [c.strip().split(" ")[0] for c in schema.split(", ") if not c.strip().startswith(("key:", "value:"))]
 
 
+#: Batch mode's rows: the decoded columns plus ``revision`` (0 plain, 1.. recombined) and ``parts``.
 RECOMBINED_SCHEMA = _recombined_schema()
 _COLUMNS = _names(RECOMBINED_SCHEMA)
 
 
-def _packed_recombined_schema() -> str:
-    from .decode import PACKED_SCHEMA
-
-    return PACKED_SCHEMA + ", revision int, parts int"
-
-
-#: The stream's form (decode.py's packed rows): ``PACKED_SCHEMA`` plus ``revision`` and ``parts``.
-PACKED_RECOMBINED_SCHEMA = _packed_recombined_schema()
-_PACKED_COLUMNS = _names(PACKED_RECOMBINED_SCHEMA)
-
-
-def group_key_column(plain_labels: list[str] | None = None) -> Any:
-    """``self\\x1f<runId>\\x1f<eventType>`` for `$self` parts, a plain bucket's label otherwise: one of
-    ``plain_labels`` (:func:`balanced_plain_labels`) or, without them, ``plain:<0..PLAIN_BUCKETS-1>``."""
+def group_key_column() -> Any:
+    """``self\x1f<runId>\x1f<eventType>``: the group of a `$self` part (:func:`self_group_key` in Spark)."""
     from pyspark.sql import functions as F
 
-    if plain_labels:
-        index = F.pmod(F.xxhash64("event_hash"), F.lit(len(plain_labels))) + 1
-        plain = F.element_at(F.array(*[F.lit(label) for label in plain_labels]), index.cast("int"))
-    else:
-        plain = F.concat(F.lit("plain:"), F.pmod(F.xxhash64("event_hash"), F.lit(PLAIN_BUCKETS)).cast("string"))
-    return (F.when(F.col("has_self") & (F.col("status") == "ok"),
-                   F.concat_ws("\x1f", F.lit("self"), F.col("run_id"), F.col("event_type")))
-             .otherwise(plain))
-
-
-def balanced_plain_labels(spark: Any, partitions: int, per_partition: int = PLAIN_BUCKETS // 2) -> list[str]:
-    """Plain bucket labels (``plain:<n>``) that Spark's hash partitioning spreads evenly: ``per_partition``
-    labels for each of the ``partitions`` shuffle partitions, interleaved.
-
-    The stateful operator's shuffle places a group by ``pmod(murmur3(group_key), partitions)``. With the
-    labels ``plain:0..7`` that split was left to chance: measured 1.7 s against 2.2 s of work in the two tasks
-    of a 5,000-event batch, and the enrich pass inherits the split. ``F.hash`` is the same Murmur3 (seed 42)
-    as the partitioner, so one small local job picks labels that land evenly. Falls back to ``plain:0..7``
-    if the candidates do not cover every partition. Plain rows keep no state, so the labels may change
-    between runs of a checkpoint.
-    """
-    from pyspark.sql import functions as F
-
-    partitions = max(int(partitions), 1)
-    candidates = [f"plain:{i}" for i in range(partitions * per_partition * 16)]
-    found: dict[int, list[str]] = {p: [] for p in range(partitions)}
-    frame = spark.createDataFrame([(c,) for c in candidates], "k string")
-    for row in frame.select("k", F.pmod(F.hash("k"), F.lit(partitions)).alias("p")).collect():
-        found[int(row["p"])].append(row["k"])
-    if any(len(found[p]) < per_partition for p in found):
-        return [f"plain:{i}" for i in range(PLAIN_BUCKETS)]
-    return [found[p][i] for i in range(per_partition) for p in range(partitions)]
+    return F.concat_ws("\x1f", F.lit("self"), F.col("run_id"), F.col("event_type"))
 
 
 def _union(items: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -126,95 +98,160 @@ def merge_parts(parts: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def _part_of(row: Any) -> dict[str, Any]:
-    if "packed" in row:  # the stream's packed row (decode.py)
-        from .decode import unpack_row
+def _iso(value: Any) -> str | None:
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return None
+    return value.isoformat()
 
-        row = {**row, **unpack_row(row["packed"])}
-    et = row["event_time"]
-    kt = row["kafka_timestamp"]
+
+def _part_of(row: Any) -> dict[str, Any]:
+    """A part as merge_parts and the store keep it (a decoded row as a dict or a pandas row)."""
+    key = row["key"]
     return {"event_json": row["event_json"], "event_hash": row["event_hash"],
-            "event_time": et.isoformat() if pd.notna(et) else None,
-            "kafka_timestamp": kt.isoformat() if pd.notna(kt) else None,
+            "event_time": _iso(row["event_time"]), "kafka_timestamp": _iso(row["kafka_timestamp"]),
             "source_topic": row["source_topic"], "source_partition": int(row["source_partition"]),
             "source_offset": int(row["source_offset"]), "encoding": row["encoding"],
-            "key": row["key"].hex() if isinstance(row["key"], (bytes, bytearray)) else None}
+            "key": key.hex() if isinstance(key, (bytes, bytearray)) else None}
 
 
-def _emit(parts: list[dict[str, Any]], revision: int, new_parts: int, packed: bool = False) -> pd.DataFrame:
+def recombined_row(parts: list[dict[str, Any]], revision: int, new_parts: int) -> dict[str, Any]:
+    """The decoded row (every :data:`RECOMBINED_SCHEMA` column, times as UTC datetimes) of the event
+    :func:`merge_parts` makes of ``parts``: revision ``revision``, ``parts`` = the ``new_parts`` it adds.
+    Its Kafka coordinates and key are the last-arrived part's."""
+    from datetime import datetime
+
     from schemas.identity import canonical_json, event_hash
-
-    from .decode import NARROW_COLUMNS, pack_row
 
     merged = merge_parts(parts)
     last = max(parts, key=lambda p: (p["kafka_timestamp"] or "", p["source_offset"]))
     job, run = merged.get("job") or {}, merged.get("run") or {}
-    row = {c: None for c in _COLUMNS}
+    row: dict[str, Any] = {c: None for c in _COLUMNS}
+    event_time = merged.get("eventTime")
     row.update(status="ok", event_hash=event_hash(merged), event_json=canonical_json(merged), kind="run",
                event_type=merged.get("eventType"), run_id=run.get("runId"),
-               event_time=pd.Timestamp(merged["eventTime"]) if merged.get("eventTime") else None,
+               event_time=pd.Timestamp(event_time).to_pydatetime() if event_time else None,
                job_namespace=job.get("namespace"), job_name=job.get("name"), has_self=True,
                encoding=last["encoding"], source_topic=last["source_topic"],
                source_partition=last["source_partition"], source_offset=last["source_offset"],
-               kafka_timestamp=pd.Timestamp(last["kafka_timestamp"]) if last["kafka_timestamp"] else None,
-               key=bytes.fromhex(last["key"]) if last["key"] else None, revision=revision,
-               parts=new_parts)
-    if packed:
-        narrow = {c: row[c] for c in NARROW_COLUMNS}
-        narrow.update(packed=pack_row(row), revision=revision, parts=new_parts)
-        return pd.DataFrame([narrow], columns=_PACKED_COLUMNS)
+               kafka_timestamp=datetime.fromisoformat(last["kafka_timestamp"]) if last["kafka_timestamp"] else None,
+               key=bytes.fromhex(last["key"]) if last["key"] else None, revision=revision, parts=new_parts)
+    return row
+
+
+def _emit(parts: list[dict[str, Any]], revision: int, new_parts: int) -> pd.DataFrame:
+    row = recombined_row(parts, revision, new_parts)
+    for name in ("event_time", "kafka_timestamp"):
+        row[name] = pd.Timestamp(row[name]) if row[name] is not None else None
     return pd.DataFrame([row], columns=_COLUMNS)
 
 
-def _make_func(quiet_ms: int, ttl_ms: int, packed: bool = False) -> Any:
-    columns = _PACKED_COLUMNS if packed else _COLUMNS
-
-    def recombine(key: tuple[str], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
-        freeze_imports()
-        if not key[0].startswith("self\x1f"):
-            for pdf in frames:
-                out = pdf.drop(columns=[c for c in pdf.columns if c not in columns])
-                out["revision"] = 0
-                out["parts"] = 1
-                yield out[columns]
-            return
-        if state.hasTimedOut:
-            parts_json, revision, pending, emitted = state.get
-            if pending:
-                revision = int(revision) + 1
-                parts = json.loads(parts_json)
-                state.update((parts_json, revision, False, len(parts)))
-                state.setTimeoutDuration(ttl_ms)
-                yield _emit(parts, revision, len(parts) - int(emitted or 0), packed)
-            else:
-                state.remove()
-            return
-        parts_json, revision, _pending, emitted = state.get if state.exists else ("[]", 0, False, 0)
-        parts = {p["event_hash"]: p for p in json.loads(parts_json)}
-        for pdf in frames:
-            for _, row in pdf.iterrows():
-                parts.setdefault(row["event_hash"], _part_of(row))
-        state.update((json.dumps(list(parts.values())), int(revision), True, int(emitted or 0)))
-        state.setTimeoutDuration(quiet_ms)
-
-    return recombine
+# -- the stream: recombination in the store (module doc; migration 012) ----------------------------------
 
 
-def recombine_self_parts(df: Any, quiet_seconds: float, state_ttl_seconds: float,
-                         shuffle_partitions: int | None = None) -> Any:
-    """Apply the recombination to ``df`` (decoded, deduplicated rows); returns ``RECOMBINED_SCHEMA`` rows, or
-    ``PACKED_RECOMBINED_SCHEMA`` rows when ``df`` has decode's packed form (a ``packed`` column).
-    ``shuffle_partitions``: the query's, to spread the plain buckets evenly (:func:`balanced_plain_labels`)."""
-    from pyspark.sql.streaming.state import GroupStateTimeout
+def is_self_part(row: dict[str, Any]) -> bool:
+    """True for a decoded row that is a `$self` part still to recombine (accepted, not itself recombined)."""
+    return bool(row.get("has_self")) and row.get("status") == "ok" and not row.get("revision")
 
-    packed = "packed" in df.columns
-    func = _make_func(max(int(quiet_seconds * 1000), 1), max(int(state_ttl_seconds * 1000), 1), packed)
-    labels = balanced_plain_labels(df.sparkSession, shuffle_partitions) if shuffle_partitions else None
-    return (df.withColumn("group_key", group_key_column(labels))
-              .groupBy("group_key")
-              .applyInPandasWithState(func, PACKED_RECOMBINED_SCHEMA if packed else RECOMBINED_SCHEMA,
-                                      STATE_SCHEMA, "append",
-                                      GroupStateTimeout.ProcessingTimeTimeout))
+
+def part_doc(row: dict[str, Any]) -> tuple[str, str, str]:
+    """``(group_key, event_hash, doc)``: a `$self` part as the staging pass writes it to ``stg_self_parts``."""
+    return self_group_key(row) or "", row["event_hash"], json.dumps(_part_of(row), separators=(",", ":"))
+
+
+_LOCK = "SELECT pg_advisory_xact_lock(19529, 1)"   # "LI", 1: one recombination step at a time per database
+
+_ABSORB = """
+    WITH staged AS (
+        SELECT DISTINCT ON (group_key, event_hash) group_key, event_hash, doc FROM stg_self_parts
+        WHERE batch_id = %(b)s ORDER BY group_key, event_hash, part),
+    fresh AS (
+        INSERT INTO lineage_self_parts (group_key, event_hash, doc) SELECT group_key, event_hash, doc FROM staged
+        ON CONFLICT DO NOTHING RETURNING group_key),
+    opened AS (
+        INSERT INTO lineage_self_groups AS g (group_key, pending, last_part_at)
+        SELECT DISTINCT group_key, true, %(now)s FROM fresh
+        ON CONFLICT (group_key) DO UPDATE SET pending = true, last_part_at = EXCLUDED.last_part_at
+        RETURNING 1)
+    SELECT (SELECT count(*) FROM staged), (SELECT count(*) FROM fresh)"""
+
+_DUE_WHERE = "g.pending AND g.last_part_at <= %(now)s - make_interval(secs => %(quiet)s)"
+
+_DUE = f"""
+    SELECT g.group_key, g.revision, g.emitted_parts, array_agg(p.doc ORDER BY p.event_hash)
+    FROM lineage_self_groups g JOIN lineage_self_parts p ON p.group_key = g.group_key
+    WHERE {_DUE_WHERE} GROUP BY g.group_key, g.revision, g.emitted_parts ORDER BY g.group_key"""
+
+_EMITTED = """
+    UPDATE lineage_self_groups g SET pending = false, revision = e.revision, emitted_parts = e.parts,
+        emitted_at = %(now)s, emitted_batch = %(b)s
+    FROM unnest(%(keys)s::text[], %(revisions)s::int[], %(parts)s::int[]) AS e(group_key, revision, parts)
+    WHERE g.group_key = e.group_key"""
+
+_EXPIRE = """
+    WITH gone AS (
+        DELETE FROM lineage_self_groups
+        WHERE NOT pending AND emitted_at <= %(now)s - make_interval(secs => %(ttl)s) RETURNING group_key)
+    DELETE FROM lineage_self_parts p USING gone WHERE p.group_key = gone.group_key"""
+
+
+@dataclass
+class SelfStep:
+    """What :func:`recombine_in_store` did for one batch."""
+
+    parts: int = 0          # parts the batch staged
+    new_parts: int = 0      # ... not seen before (each re-opens its group)
+    emitted: int = 0        # groups recombined into an event staged with the batch
+    staged_rows: int = 0    # staging rows of those events
+    expired: int = 0        # parts dropped with their groups past the TTL
+
+
+def groups_due(conn: Any, quiet_seconds: float, now: datetime | None = None) -> bool:
+    """True when a `$self` group has been quiet for ``quiet_seconds`` (an idle batch must then be finished)."""
+    row = conn.execute(f"SELECT EXISTS (SELECT 1 FROM lineage_self_groups g WHERE {_DUE_WHERE})",
+                       {"now": now or datetime.now(UTC), "quiet": float(quiet_seconds)}).fetchone()
+    return bool(row and row[0])
+
+
+def recombine_in_store(conn: Any, batch_id: int, quiet_seconds: float, ttl_seconds: float,
+                       now: datetime | None = None, handover: bool = True, copy_chunk: int = 1 << 20) -> SelfStep:
+    """Absorb ``batch_id``'s staged `$self` parts and stage the recombined events of the due groups with it,
+    in one transaction on ``conn`` (module doc). ``now``: the processing time (default: the clock).
+    ``handover``: stage each recombined event's enriched-record hand-over (the stream publishes them)."""
+    from sink.model import StoredEvent
+    from sink.postgres import GraphStore
+
+    from .publish import handover_record
+
+    now = now or datetime.now(UTC)
+    params = {"b": batch_id, "now": now, "quiet": float(quiet_seconds), "ttl": float(ttl_seconds)}
+    step = SelfStep()
+    with conn.transaction(), conn.cursor() as cur:
+        cur.execute(_LOCK)
+        step.parts, step.new_parts = cur.execute(_ABSORB, params).fetchone()
+        cur.execute("DELETE FROM stg_self_parts WHERE batch_id = %(b)s", params)
+        # a batch already merged, or one that already carried an emission (a crash after this step, then its
+        # finishing again): nothing more to emit with it; the due groups go with the next batch
+        done = cur.execute("SELECT EXISTS (SELECT 1 FROM lineage_transactions WHERE batch_id = %(b)s) OR "
+                           "EXISTS (SELECT 1 FROM lineage_self_groups WHERE emitted_batch = %(b)s)", params).fetchone()
+        if not done[0]:
+            rows, keys, sizes = [], [], []
+            for key, revision, emitted, docs in cur.execute(_DUE, params).fetchall():
+                parts = [json.loads(d) for d in docs]
+                rows.append(recombined_row(parts, int(revision) + 1, len(parts) - int(emitted or 0)))
+                keys.append(key)
+                sizes.append(len(parts))
+            if rows:
+                events = [StoredEvent(event=json.loads(r["event_json"]), event_hash=r["event_hash"],
+                                      source=f"{r['source_topic']}[{r['source_partition']}]@{r['source_offset']}",
+                                      revision=r["revision"], text=r["event_json"]) for r in rows]
+                hand = {r["event_hash"]: (r["key"], handover_record(r)) for r in rows} if handover else None
+                _, step.staged_rows = GraphStore._derive_and_stage(conn, batch_id, RECOMBINED_PART, events, copy_chunk,
+                                                                   {}, hand)
+                cur.execute(_EMITTED, {**params, "keys": keys, "revisions": [r["revision"] for r in rows],
+                                       "parts": sizes})
+                step.emitted = len(rows)
+        step.expired = cur.execute(_EXPIRE, params).rowcount
+    return step
 
 
 # -- batch mode (`lineage load`) -------------------------------------------------------------------------
@@ -246,7 +283,7 @@ def recombine_group(key: tuple[str], pdf: pd.DataFrame) -> pd.DataFrame:
 
 
 def recombine_self_parts_batch(df: Any) -> Any:
-    """The batch variant of :func:`recombine_self_parts` (same ``RECOMBINED_SCHEMA`` rows, no state):
+    """Batch mode's recombination (``RECOMBINED_SCHEMA`` rows, no state; the stream's is :func:`recombine_in_store`):
     :func:`plain_rows_batch` and :func:`self_parts_batch` of ``df``, in one DataFrame."""
     return plain_rows_batch(df).unionByName(self_parts_batch(df))
 
@@ -258,8 +295,7 @@ def _is_self() -> Any:
 
 
 def plain_rows_batch(df: Any) -> Any:
-    """The rows of ``df`` that are no `$self` part with ``revision = 0, parts = 1``, as the stream's plain
-    buckets emit them (without the shuffle: a plain row is its own group)."""
+    """The rows of ``df`` that are no `$self` part, with ``revision = 0, parts = 1``."""
     from pyspark.sql import functions as F
 
     decoded = [c for c in _COLUMNS if c not in ("revision", "parts")]
@@ -268,6 +304,6 @@ def plain_rows_batch(df: Any) -> Any:
 
 
 def self_parts_batch(df: Any) -> Any:
-    """The `$self` parts of ``df`` grouped by the stream's key and merged by :func:`recombine_group`."""
+    """The `$self` parts of ``df`` grouped by :func:`group_key_column` and merged by :func:`recombine_group`."""
     return (df.filter(_is_self()).withColumn("group_key", group_key_column())
               .groupBy("group_key").applyInPandas(recombine_group, RECOMBINED_SCHEMA))

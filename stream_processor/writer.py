@@ -211,6 +211,7 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
         from pyspark import TaskContext
 
         from .publish import RecordPublisher, handover_record
+        from .recombine import is_self_part, part_doc
         from .worker_heap import freeze_imports
 
         freeze_imports()
@@ -221,6 +222,7 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
             counts[(metric, a, b)] = counts.get((metric, a, b), 0) + n
 
         events: list[StoredEvent] = []
+        self_parts: list[tuple[str, str, str]] = []
         handover: dict[str, tuple[bytes | None, str]] | None = {} if config.publish_enriched else None
         made: list[Any] = []  # the producer, made on the first record to publish (a file load may have no broker)
 
@@ -242,14 +244,17 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
                     bump("rejected", row.get("error_code") or "internal", row.get("error_class") or "")
                     publisher().publish(config.topic_dlq, row.get("key"), _bounded_dead_letter(row, limit, bump))
                     continue
-                if row.get("has_self"):
+                if is_self_part(row):   # recombined in the store (recombine.py), not staged as an event
+                    bump("self_parts")
+                    self_parts.append(part_doc(row))
+                    continue
+                if row.get("has_self"):  # lineage load's recombined rows
                     bump("self_parts", n=int(row.get("parts") or 1))
-                    if int(row.get("revision") or 0) > 0:
-                        bump("recombined")
+                    bump("recombined")
                 events.append(_stored(row))
                 if handover is not None:
                     handover[row["event_hash"]] = (row.get("key"), handover_record(row))
-        staged = _store_module().GraphStore.stage_partition(config.dsn, batch_id, part, events, handover)
+        staged = _store_module().GraphStore.stage_partition(config.dsn, batch_id, part, events, handover, self_parts)
         bump("staged", n=int(staged or 0))
         if made:
             made[0].flush()
@@ -391,8 +396,9 @@ class GraphBatchWriter:
         counts: dict[tuple[str, str, str], int] = {}
         self._run_pass("stage", df, _stage_and_publish(self.config, batch_id), counts)
         staged_at = time.time()
-        if not any(k[0] in ("staged", "rejected", "consumed") and v for k, v in counts.items()):
-            return  # a no-data batch (the recombiner's timeouts ran): nothing to commit
+        if not any(k[0] in ("staged", "rejected", "consumed") and v for k, v in counts.items()) \
+                and not self._self_groups_due():
+            return  # an empty batch (a tick of the idle source) with no `$self` group due: nothing to commit
         self.wait_finished()   # the previous batch's failure fails this one, before it is marked
         waited = time.time() - staged_at
         self.retrier.call("mark", lambda: self.store.conn.execute(
@@ -404,6 +410,13 @@ class GraphBatchWriter:
             self._finish_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lineage-finish")
         timings = {"stage": staged_at - started, "finish_wait": waited}
         self._finish_future = self._finish_pool.submit(self._finish, batch_id, counts, started, timings, True)
+
+    def _self_groups_due(self) -> bool:
+        """True when a `$self` group is due (recombine.py): an empty batch then carries its emission."""
+        from .recombine import groups_due
+
+        return bool(self.retrier.call("due", lambda: groups_due(self.store.conn, self.settings.recombine_quiet_seconds),
+                                      on_failure=self._reset_store))
 
     def wait_finished(self) -> None:
         """Wait until every batch handed to the finisher thread is finished (raises the finisher's error)."""
@@ -427,10 +440,15 @@ class GraphBatchWriter:
         """Merge, enrich and export staged batch ``batch_id``, start its graph publication, unmark it and
         report it. Idempotent: a batch finished before (merged, its records published) is a no-op but for
         the Parquet export of its changed rows, which writes the same files again."""
+        t0 = time.time()
+        step = (self.retrier.call("recombine", lambda: self._recombine(batch_id), on_failure=self._reset_finish_store)
+                if batch_id >= 0 else None)   # lineage load's batches bring their groups recombined
         t1 = time.time()
         result = self.retrier.call("merge", lambda: self.finish_store.merge(batch_id),
                                    on_failure=self._reset_finish_store)
         t2 = time.time()
+        if step is not None and step.emitted:
+            counts[("recombined", "", "")] = counts.get(("recombined", "", ""), 0) + step.emitted
         if self.config.publish_enriched:
             self.retrier.call("enrich", lambda: self._enrich(batch_id, counts))
         t3 = time.time()
@@ -442,8 +460,16 @@ class GraphBatchWriter:
         now = time.time()
         if report and self.on_batch is not None:
             self.on_batch(BatchReport(batch_id, result, counts, committed_at=t2, duration_seconds=now - started,
-                                      timings={**timings, "merge": t2 - t1, "enrich": t3 - t2, "parquet": t4 - t3,
+                                      timings={**timings, "recombine": t1 - t0, "merge": t2 - t1, "enrich": t3 - t2, "parquet": t4 - t3,
                                                "graph": now - t4}))
+
+    def _recombine(self, batch_id: int) -> Any:
+        """The `$self` step of ``batch_id`` before its merge (recombine.py, :func:`recombine_in_store`)."""
+        from .recombine import recombine_in_store
+
+        settings = self.settings
+        return recombine_in_store(self.finish_store.conn, batch_id, settings.recombine_quiet_seconds,
+                                  settings.recombine_state_ttl_seconds, handover=self.config.publish_enriched)
 
     def _recover(self) -> None:
         """Finish, in order, every batch a previous run staged completely and did not finish (a crash or a

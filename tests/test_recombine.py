@@ -76,15 +76,101 @@ def test_parts_straddling_batches_then_a_late_part(spark, kafka_bootstrap, topic
     assert sorted((r.run_id == run_id, r.revision) for r in enriched) == [(False, 0), (True, 1), (True, 2)]
 
 
-@pytest.mark.parametrize("partitions", [2, 3])
-def test_plain_bucket_labels_land_evenly_on_the_shuffle_partitions(spark, partitions):
-    """The labels balanced_plain_labels picks are spread evenly by Spark's own hash partitioner."""
-    from pyspark.sql import functions as F
+# -- recombination in the store (migration 012): the finisher's step with an explicit clock, no Spark --------
 
-    from stream_processor.recombine import balanced_plain_labels
 
-    labels = balanced_plain_labels(spark, partitions, per_partition=4)
-    assert len(labels) == len(set(labels)) == 4 * partitions
-    placed = (spark.createDataFrame([(label,) for label in labels], "k string")
-              .repartition(partitions, "k").groupBy(F.spark_partition_id().alias("p")).count().collect())
-    assert sorted(r["count"] for r in placed) == [4] * partitions
+def _decoded_part(run_id: str, name: str, offset: int) -> dict:
+    """A decoded `$self` part row, as the staging pass sees it."""
+    from datetime import UTC, datetime
+
+    from schemas.identity import canonical_json, event_hash
+
+    event = run_event(run_id, "COMPLETE", "2026-01-01T00:00:00Z", job="evo.publish", inputs=["source"],
+                      outputs=[name], namespace=NS)
+    return {"status": "ok", "has_self": True, "run_id": run_id, "event_type": "COMPLETE",
+            "event_hash": event_hash(event), "event_json": canonical_json(event),
+            "event_time": datetime(2026, 1, 1, tzinfo=UTC), "kafka_timestamp": datetime(2026, 1, 1, 0, 0, offset, tzinfo=UTC),
+            "source_topic": "events", "source_partition": 0, "source_offset": offset, "encoding": "avro",
+            "key": b"k%d" % offset}
+
+
+def _store_rows(dsn: str, sql: str, *args: object) -> list[tuple]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(sql, args).fetchall()
+
+
+@pytest.mark.integration
+def test_store_recombination_waits_for_quiet_reopens_on_a_late_part_and_expires(pg_dsn):
+    from datetime import UTC, datetime, timedelta
+
+    from sink.postgres import GraphStore
+    from stream_processor.recombine import RECOMBINED_PART, is_self_part, part_doc, recombine_in_store
+
+    run_id = str(uuid.uuid4())
+    t0 = datetime(2026, 3, 1, tzinfo=UTC)
+    a, b, c = (_decoded_part(run_id, n, i) for i, n in enumerate(["obj1:1", "obj2:1", "obj3:1"], start=1))
+    assert is_self_part(a) and not is_self_part({**a, "revision": 1}) and not is_self_part({**a, "has_self": False})
+
+    def step(batch_id: int, parts: list[dict], at: datetime, quiet: float = 10.0, ttl: float = 60.0):
+        GraphStore.stage_partition(pg_dsn, batch_id, 0, [], None, [part_doc(p) for p in parts])
+        with GraphStore(pg_dsn) as store:
+            store.migrate()
+            done = recombine_in_store(store.conn, batch_id, quiet, ttl, now=at)
+            store.merge(batch_id)
+        return done
+
+    def emitted() -> list[tuple[int, list[str]]]:
+        return [(r, sorted(o["name"] for o in json.loads(p)["outputs"])) for r, p in _store_rows(
+            pg_dsn, "SELECT revision, payload FROM lineage_events WHERE run_id = %s ORDER BY revision", run_id)]
+
+    with GraphStore(pg_dsn) as store:
+        store.migrate()
+    first = step(1, [a, b, a], t0)               # a part twice in one batch counts once
+    assert (first.parts, first.new_parts, first.emitted) == (2, 2, 0) and emitted() == []
+    assert step(2, [b], t0 + timedelta(seconds=5)).new_parts == 0   # a part seen before re-opens nothing
+    assert step(3, [], t0 + timedelta(seconds=9)).emitted == 0      # quiet for 9 s of 10
+    due = step(4, [], t0 + timedelta(seconds=10))
+    assert due.emitted == 1 and due.staged_rows > 0
+    assert emitted() == [(1, ["obj1:1", "obj2:1"])]
+    handed = _store_rows(pg_dsn, "SELECT record FROM stg_event_keys WHERE batch_id = 4 AND part = %s", RECOMBINED_PART)
+    assert [json.loads(r)["revision"] for (r,) in handed] == [1]   # the enriched record's hand-over
+    # a late part re-opens the group: revision 2 with the union, after another quiet period
+    assert step(5, [c], t0 + timedelta(seconds=20)).emitted == 0
+    assert step(6, [], t0 + timedelta(seconds=30)).emitted == 1
+    assert emitted() == [(1, ["obj1:1", "obj2:1"]), (2, ["obj1:1", "obj2:1", "obj3:1"])]
+    assert _store_rows(pg_dsn, "SELECT revision, emitted_parts, emitted_batch, pending FROM lineage_self_groups") == [
+        (2, 3, 6, False)]
+    # kept for the TTL after its emission, then dropped with its parts
+    assert step(7, [], t0 + timedelta(seconds=89)).expired == 0
+    assert step(8, [], t0 + timedelta(seconds=90)).expired == 3
+    assert _store_rows(pg_dsn, "SELECT count(*) FROM lineage_self_groups") == [(0,)]
+    assert _store_rows(pg_dsn, "SELECT count(*) FROM stg_self_parts") == [(0,)]
+
+
+@pytest.mark.integration
+def test_store_recombination_emits_once_when_a_batch_is_finished_twice(pg_dsn):
+    """A crash after the `$self` step committed and before the merge: finishing the batch again (recovery)
+    emits nothing more, and the merge still takes the emission staged the first time."""
+    from datetime import UTC, datetime, timedelta
+
+    from sink.postgres import GraphStore
+    from stream_processor.recombine import part_doc, recombine_in_store
+
+    run_id = str(uuid.uuid4())
+    t0 = datetime(2026, 3, 1, tzinfo=UTC)
+    with GraphStore(pg_dsn) as store:
+        store.migrate()
+        GraphStore.stage_partition(pg_dsn, 1, 0, [], None, [part_doc(_decoded_part(run_id, "obj1:1", 1))])
+        assert recombine_in_store(store.conn, 1, 1.0, 60.0, now=t0).new_parts == 1
+        store.merge(1)
+        assert recombine_in_store(store.conn, 2, 1.0, 60.0, now=t0 + timedelta(seconds=2)).emitted == 1
+        # ... crash; the finisher runs batch 2 again, later: the group is not emitted a second time
+        assert recombine_in_store(store.conn, 2, 1.0, 60.0, now=t0 + timedelta(seconds=3)).emitted == 0
+        store.merge(2)
+        # a batch already merged carries no emission either (its staged rows would be cleared unmerged)
+        GraphStore.stage_partition(pg_dsn, 3, 0, [], None, [part_doc(_decoded_part(run_id, "obj2:1", 2))])
+        recombine_in_store(store.conn, 3, 1.0, 60.0, now=t0 + timedelta(seconds=4))
+        store.merge(3)
+        assert recombine_in_store(store.conn, 3, 1.0, 60.0, now=t0 + timedelta(seconds=9)).emitted == 0
+    assert _store_rows(pg_dsn, "SELECT revision FROM lineage_events WHERE run_id = %s", run_id) == [(1,)]
+    assert _store_rows(pg_dsn, "SELECT pending FROM lineage_self_groups") == [(True,)]  # obj2 waits for a batch
