@@ -47,6 +47,7 @@ def read_kafka(spark: Any, settings: ProcessorSettings, tick_seconds: float = 0.
     ``tick_seconds`` > 0: ``lineage_kafka``'s ticks (kafka_source.py module doc; ignored by the native source).
     ``decode``: ``lineage_kafka`` decodes in its reader tasks and the stream has ``PACKED_SCHEMA`` rows
     (kafka_source.py module doc, "Decoding in the reader"); the native source cannot."""
+    from .checkpoint_upgrade import starting_offsets
     from .kafka_source import register
 
     fmt = source_format(spark, settings)
@@ -66,7 +67,7 @@ def read_kafka(spark: Any, settings: ProcessorSettings, tick_seconds: float = 0.
         reader = reader.option("subscribePattern", settings.subscribe_pattern)
     else:
         reader = reader.option("subscribe", ",".join(settings.input_topics))
-    reader = reader.option("startingOffsets", settings.starting_offsets)
+    reader = reader.option("startingOffsets", starting_offsets(settings))
     if settings.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
     if fmt == "kafka":
@@ -123,6 +124,9 @@ def start_query(spark: Any, settings: ProcessorSettings, writer: Any, available_
     :meth:`~stream_processor.settings.ProcessorSettings.tick_interval` (the source's ticks) instead of
     Spark's no-data micro-batch on every trigger: those are turned off for this query.
     """
+    from .checkpoint_upgrade import upgrade_checkpoint
+
+    upgrade_checkpoint(spark, settings)   # a checkpoint of the `$self` operator's time (checkpoint_upgrade.py)
     # tick_interval() is 0 for a 0 s trigger; the native source cannot tick
     ticks = settings.tick_interval() if not available_now and source_format(spark, settings) == "lineage_kafka" else 0.0
     stream = build_stream(spark, settings, tick_seconds=ticks)

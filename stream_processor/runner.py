@@ -1,11 +1,11 @@
 """Run the processor: session, metrics endpoint, listener, query; stream forever or drain and exit.
 
-``--available-now`` cannot use Spark's ``Trigger.AvailableNow`` here: the `$self` recombiner's
-processing-time timeouts make Spark schedule a no-data batch after every batch, so such a
-query never ends. :func:`run_processor` drains instead: it records the log end offsets at
-start (quirk-proof, :class:`~stream_processor.kafka_source.HighWatermarkProbe`), runs the
-normal trigger until every partition's committed offset reaches them, then lets the query run
-one recombination quiet period more (so pending `$self` groups are emitted) and stops it.
+``--available-now`` does not use Spark's ``Trigger.AvailableNow``: the `$self` groups are emitted a quiet
+period after their last part, by micro-batches that come after the data. :func:`run_processor` drains
+instead: it records the log end offsets at start (quirk-proof,
+:class:`~stream_processor.kafka_source.HighWatermarkProbe`), runs the normal trigger with the source
+ticking every :data:`DRAIN_TICK_SECONDS` until every partition's committed offset reaches them and the
+writer has settled (its last batch finished, no `$self` group waiting in the store), and stops it.
 
 **Kafka outages.** The source's offset probe waits out a short blip itself
 (:class:`~stream_processor.kafka_source.KafkaStreamReader`, ``probeRetrySeconds``). A longer outage
@@ -52,6 +52,8 @@ MAX_WORKER_START_TIMEOUTS = 3
 KAFKA_BACKOFF = (1.0, 2.0, 15.0)  # initial seconds, multiplier, cap
 #: A running query with no progress for this long gets its broker probed (every 2 s) ...
 STALL_PROBE_AFTER_SECONDS = 5.0
+#: Ticks of a drain's idle query (``--available-now``): how soon after its quiet period a `$self` group is emitted.
+DRAIN_TICK_SECONDS = 0.5
 #: ... and is stopped (uncommitted, to be restarted from its checkpoint) once the broker has been
 #: unreachable for this long: an executor's read or a publisher's flush would only time out later.
 KAFKA_DOWN_STOP_SECONDS = 10.0
@@ -164,9 +166,11 @@ class _KafkaWaiter:
 def _watch(query: Any, stop: threading.Event, settings: ProcessorSettings, metrics: ProcessorMetrics,
            status: Callable[[str], None] | None, status_interval_seconds: float,
            targets: dict[str, dict[str, int]] | None, started: float, timeout_seconds: float | None,
-           kafka: _KafkaWaiter, listener: MetricsListener) -> str:
+           kafka: _KafkaWaiter, listener: MetricsListener, settled: Callable[[], bool] | None = None) -> str:
     """Follow ``query`` until ``"done"`` (stopped, drained), ``"ended"`` (the query terminated by itself) or
-    ``"kafka"`` (no progress and the broker unreachable for :data:`KAFKA_DOWN_STOP_SECONDS`)."""
+    ``"kafka"`` (no progress and the broker unreachable for :data:`KAFKA_DOWN_STOP_SECONDS`). A drain
+    (``targets``) is done once the offsets are reached and ``settled()`` (no batch left to finish, no `$self`
+    group waiting), or at the latest one quiet period and a tick later."""
     last_status = 0.0
     reached_at: float | None = None
     watch_started = time.time()
@@ -191,8 +195,9 @@ def _watch(query: Any, stop: threading.Event, settings: ProcessorSettings, metri
         if targets is not None:
             if reached_at is None and offsets_reached(committed_offsets(query), targets):
                 reached_at = now
-            if reached_at is not None and now - reached_at > settings.recombine_quiet_seconds + \
-                    2 * max(settings.trigger_interval_seconds, 0.5) + 1:
+            if reached_at is not None and (settled is not None and settled() or now - reached_at > (
+                    settings.recombine_quiet_seconds + settings.tick_interval()
+                    + 2 * max(settings.trigger_interval_seconds, 0.5) + 1)):
                 return "done"
         if timeout_seconds is not None and now - started > timeout_seconds:
             raise LineageError(f"the processor did not finish within {timeout_seconds:.0f}s")
@@ -288,14 +293,14 @@ def run_processor(settings: ProcessorSettings, available_now: bool = False, spar
         while not stop.is_set():
             writer = GraphBatchWriter(settings, on_batch=batch_done, metrics_registry=metrics.registry)
             batches_before = metrics.totals["batches"]
-            # a drain is short: Spark's no-data micro-batches, so that the last `$self` groups are emitted
-            # one quiet period after the last part (the wait in _watch), not up to a tick later
-            query = start_query(spark, settings.model_copy(update={"tick_seconds": 0.0}) if available_now
-                                else settings, writer)
+            # a drain is short: frequent ticks, so that the last `$self` groups are emitted soon after their
+            # quiet period (the wait in _watch)
+            run_settings = settings.model_copy(update={"tick_seconds": DRAIN_TICK_SECONDS}) if available_now else settings
+            query = start_query(spark, run_settings, writer)
             outcome = None
             try:
-                outcome = _watch(query, stop, settings, metrics, status, status_interval_seconds, targets,
-                                 started, timeout_seconds, kafka, listener)
+                outcome = _watch(query, stop, run_settings, metrics, status, status_interval_seconds, targets,
+                                 started, timeout_seconds, kafka, listener, writer.settled if available_now else None)
             finally:
                 _stop_query(query, writer, outcome)
             if outcome == "done":

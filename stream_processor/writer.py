@@ -418,6 +418,20 @@ class GraphBatchWriter:
         return bool(self.retrier.call("due", lambda: groups_due(self.store.conn, self.settings.recombine_quiet_seconds),
                                       on_failure=self._reset_store))
 
+    def settled(self) -> bool:
+        """True when no batch waits to be finished and no `$self` group waits in the store (a drain may end)."""
+        future = self._finish_future
+        if future is not None and not future.done():
+            return False
+        import psycopg
+
+        try:   # its own connection: called from the runner's thread while a batch may use the writer's
+            with psycopg.connect(self.dsn, autocommit=True, connect_timeout=5) as conn:
+                row = conn.execute("SELECT EXISTS (SELECT 1 FROM lineage_self_groups WHERE pending)").fetchone()
+        except psycopg.Error:   # PostgreSQL away: not settled; the batches' own retries report it
+            return False
+        return not row[0]
+
     def wait_finished(self) -> None:
         """Wait until every batch handed to the finisher thread is finished (raises the finisher's error)."""
         future = self._finish_future
