@@ -16,11 +16,11 @@ Nothing raises out of here: an unexpected exception becomes a rejected row with
 ``error_code = "internal"``, so one bad record never stops the stream.
 
 The stream carries a narrow form of the row (``decode_batches(..., packed=True)``, :data:`PACKED_SCHEMA`):
-the columns the dedupe and the `$self` operator read (:data:`NARROW_COLUMNS`) and every other column
+the columns the dedupe and the writer's routing read (:data:`NARROW_COLUMNS`) and every other column
 packed into one binary column ``packed`` (:func:`pack_row`, :func:`unpack_row`). Why: the `$self`
-operator (``applyInPandasWithState``) converts every group's chunk of rows to pandas and back column by
-column, so its cost grows with the column count - py-spy put 25.7 of the Python workers' ~77 busy CPU-s of
-``lineage bench --events 20000`` there, most of it in per-column Series construction for the 23 columns.
+operator of sessions up to 10 (``applyInPandasWithState``) converted every group's chunk of rows to pandas
+and back column by column, so its cost grew with the column count - py-spy put 25.7 of the Python workers'
+~77 busy CPU-s of ``lineage bench --events 20000`` there. The dedupe's shuffle still moves fewer columns.
 The writer's passes take rows through :func:`full_rows`, which accepts either form (``lineage load``'s
 batch mode keeps the wide :data:`DECODED_SCHEMA`).
 """
@@ -47,7 +47,7 @@ DECODED_SCHEMA = (
 )
 
 
-#: The decoded columns the stream keeps as columns through dedupe and the `$self` operator.
+#: The decoded columns the stream keeps as columns through the dedupe (the rest is packed).
 NARROW_COLUMNS = ("status", "event_hash", "event_time", "has_self", "run_id", "event_type")
 #: The other decoded columns, in the order :func:`pack_row` writes them.
 PACKED_COLUMNS = tuple(c.split(" ", 1)[0] for c in DECODED_SCHEMA.split(", ") if c.split(" ", 1)[0] not in NARROW_COLUMNS)

@@ -27,12 +27,12 @@ reader's Python worker to the JVM as Arrow and back to a second Python worker fo
 
 **Ticks.** With ``tickSeconds`` > 0 the offset JSON carries ``"$tick": n``, the wall clock in units of
 ``tickSeconds``, so that its end offset changes once per tick even when no record arrived: Spark then
-runs an (empty) micro-batch, in which the `$self` recombiner's processing-time timeouts fire. The
+runs an (empty) micro-batch, whose writer emits the `$self` groups that became due (recombine.py). The
 processor turns Spark's own no-data micro-batches off when it uses ticks
-(:func:`stream_processor.pipeline.start_query`): those run on *every* trigger of an idle query, because
-an operator with processing-time timeouts always asks for another batch, and cost ~40 % of a core at a
-1 s trigger on the 2-core bench machine (``benchmarks/idle_cpu.py``). A tick costs the same as such a
-batch, but only once per ``tickSeconds``.
+(:func:`stream_processor.pipeline.start_query`). Up to session 10 those ran on *every* trigger of an idle
+query, because the `$self` operator's processing-time timeouts always asked for another batch, and cost
+~40 % of a core at a 1 s trigger on the 2-core bench machine (``benchmarks/idle_cpu.py``); a tick costs
+the same as such a batch, but only once per ``tickSeconds``.
 
 **The end of a partition.** The embedded tansu broker's ListOffsets(latest) may answer the
 base offset of the last record batch instead of the log end; the high watermark carried by a

@@ -53,9 +53,9 @@ class ProcessorSettings(KafkaSecurity, BaseSettings):
     dedupe_window_seconds: int = 3600
     #: ``LINEAGE_RECOMBINE_QUIET_SECONDS``: `$self` parts of a run are emitted after this long without a new part.
     recombine_quiet_seconds: float = 10.0
-    #: ``LINEAGE_TICK_SECONDS``: how often an idle query runs an empty micro-batch, in which the `$self`
-    #: recombiner's timeouts fire (``lineage_kafka`` source only; see :meth:`tick_interval`). None: half the
-    #: quiet period, at least the trigger interval; 0: Spark's no-data micro-batch on every trigger instead.
+    #: ``LINEAGE_TICK_SECONDS``: how often an idle query runs an empty micro-batch, which emits the `$self`
+    #: groups that have become due (``lineage_kafka`` source only; see :meth:`tick_interval`). None: half the
+    #: quiet period, at least the trigger interval; 0: no ticks (due groups then wait for the next data).
     tick_seconds: float | None = Field(default=None, ge=0)
     #: ``LINEAGE_RECOMBINE_STATE_TTL_SECONDS``: a recombined run's state is dropped this long after its last part.
     recombine_state_ttl_seconds: float = 3600.0
@@ -135,14 +135,13 @@ class ProcessorSettings(KafkaSecurity, BaseSettings):
     def tick_interval(self) -> float:
         """Seconds between the ticks of an idle query (``lineage_kafka``'s ``tickSeconds``; 0: no ticks).
 
-        An idle query with the `$self` recombiner would otherwise run a no-data micro-batch on every
-        trigger (~40 % of a core at 1 s on the 2-core bench machine). A `$self` group is emitted at most
-        ``recombine_quiet_seconds + tick_interval()`` after its last part, instead of quiet + one trigger.
+        Without data, Spark runs no micro-batch, and the `$self` groups are recombined by the writer of a
+        batch (recombine.py): the ticks are those batches of an idle query. A `$self` group is emitted at most
+        ``recombine_quiet_seconds + tick_interval()`` (plus a batch) after its last part. With Spark's own Kafka
+        source there are no ticks: an idle topic's due groups wait for its next record.
         """
         if self.tick_seconds is not None:
             return float(self.tick_seconds)
-        if self.trigger_interval_seconds <= 0:
-            return 0.0  # as fast as possible: a benchmark or a backfill, not an idle service
         return max(self.trigger_interval_seconds, self.recombine_quiet_seconds / 2)
 
     def retry_policy(self) -> Any:

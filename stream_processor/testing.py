@@ -140,8 +140,8 @@ class StreamHarness:
     def drain(self, timeout_seconds: float = 180.0, extra_batches: int = 0) -> None:
         """Wait until the query committed everything the topics hold now, plus ``extra_batches``.
 
-        ``processAllAvailable()`` would never return: the source's ticks (or, without them, the
-        recombiner's processing-time timeouts) keep the query from ever reporting "no new data".
+        ``processAllAvailable()`` would never return: the source's ticks keep the query from ever reporting
+        "no new data".
         """
         import time
 

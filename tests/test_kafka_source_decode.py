@@ -120,8 +120,8 @@ def test_a_checkpoint_of_the_unfused_plan_resumes_fused(spark, kafka_bootstrap, 
 
     def hashes(stream: Any) -> list[str]:
         got: list[str] = []
-        # The `$self` operator's timeouts make every trigger run a no-data batch, and processAllAvailable()
-        # (availableNow too) would never return: off for this query, as pipeline.start_query does with ticks.
+        # No-data batches off for this query, as pipeline.start_query does with ticks (the dedupe's
+        # watermark would ask for them).
         # foreachBatch as the processor's: the memory sink cannot resume an append-mode checkpoint.
         conf = "spark.sql.streaming.noDataMicroBatches.enabled"
         spark.conf.set(conf, "false")
