@@ -1,17 +1,18 @@
 """What the stream's plumbing costs without the graph: ``python -m benchmarks.stream_plumbing_probe [--events N]
 [--stage all|decode-dedupe]``.
 
-The processor spends ~3.6 ms of CPU per event on 2 cores (README, "Throughput"). This runs the very same
-query (``stream_processor.pipeline.build_stream``: Kafka source, decode, dedupe in state, the `$self`
-operator) on the same demo events, but its ``foreachBatch`` only counts the rows in one Python pass over
-the batch (as the writer's staging pass reads it) - no derive, no PostgreSQL, no enrich, no Parquet, no
-topics. The CPU of this process tree (driver, JVM, Python workers; the broker is not in it) from the first
+This runs the very same query as the processor (``stream_processor.pipeline.build_stream``: Kafka source,
+decode, dedupe in state) on the same demo events, but its ``foreachBatch`` only counts the rows in one
+Python pass over the batch (as the writer's staging pass reads it, making each `$self` part's staging row)
+- no derive, no PostgreSQL, no enrich, no Parquet, no topics. Since session 11 the `$self` recombination
+is no Spark operator: its cost is that staging row here and the finisher's step in the store
+(``benchmarks/self_groups_bench.py``). The CPU of this process tree (driver, JVM, Python workers; the broker is not in it) from the first
 batch's commit to the last one's, per event of those batches, is what the plumbing costs; the rest of the
 full pipeline's figure is the graph's.
 
 Run from the repository root (it imports benchmarks.e2e_bench and benchmarks.idle_cpu). Prints figures; asserts nothing.
 
-Measured 2026-11-23 (20,000 demo events, batches of 5,000, machine otherwise quiet): batches 2..5, 15,027
+Up to session 10 (the query with the `$self` operator) - measured 2026-11-23 (20,000 demo events, batches of 5,000, machine otherwise quiet): batches 2..5, 15,027
 events in 11.9 s = 1,260 events/s, 19.6 CPU-s = 1.30 ms/event with both cores 82 % busy. The full pipeline
 spends ~3.6 ms/event (README): ~1.3 ms is this plumbing, ~2.3 ms the graph (derive, COPY, merge, enrich,
 Parquet, topics). Even a free sink would leave this design at ~1,300 events/s on 2 cores.
@@ -47,11 +48,19 @@ from typing import Any
 
 
 def _count_rows(batches: Any) -> Any:
+    """Count the rows as the writer's staging pass reads them, making each `$self` part's ``stg_self_parts``
+    row as it does (the stream's `$self` work on the executors since the recombination moved to the store)."""
     import pyarrow as pa
 
     from stream_processor.decode import full_rows
+    from stream_processor.recombine import is_self_part, part_doc
 
-    n = sum(1 for batch in batches for _row in full_rows(batch))   # the rows as the writer's passes see them
+    n = 0
+    for batch in batches:
+        for row in full_rows(batch):
+            n += 1
+            if is_self_part(row):
+                part_doc(row)
     yield pa.RecordBatch.from_pydict({"n": [n]})
 
 
@@ -60,7 +69,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--max-batch-events", type=int, default=5_000)
     parser.add_argument("--stage", choices=("all", "decode-dedupe"), default="all",
-                        help="all: the stream's whole query; decode-dedupe: without the $self operator")
+                        help="all: the stream's whole query; decode-dedupe: the same since the $self operator left")
     parser.add_argument("--unfused", action="store_true",
                         help="decode in a mapInArrow after the source, not in lineage_kafka's reader tasks")
     args = parser.parse_args()
