@@ -210,6 +210,8 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         from pyspark import TaskContext
 
+        from sink.heap import frozen_heap
+
         from .publish import RecordPublisher, handover_record
         from .recombine import is_self_part, part_doc
         from .worker_heap import freeze_imports
@@ -232,29 +234,31 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
             return made[0]
 
         limit = _record_limit(config.kafka_conf)
-        for batch in batches:
-            for row in full_rows(batch):
-                if row.get("error_code") != "validation.facet":  # a dropped facet's record: its event counts
-                    bump("consumed", row.get("source_topic") or "", row.get("encoding") or "unknown",
-                         int(row.get("parts") or 1))
-                ts = row.get("kafka_timestamp")
-                if ts is not None:
-                    bump("ts_bucket", str(int(ts.timestamp() * 1000) // LATENCY_BUCKET_MS * LATENCY_BUCKET_MS))
-                if row["status"] != "ok":
-                    bump("rejected", row.get("error_code") or "internal", row.get("error_class") or "")
-                    publisher().publish(config.topic_dlq, row.get("key"), _bounded_dead_letter(row, limit, bump))
-                    continue
-                if is_self_part(row):   # recombined in the store (recombine.py), not staged as an event
-                    bump("self_parts")
-                    self_parts.append(part_doc(row))
-                    continue
-                if row.get("has_self"):  # lineage load's recombined rows
-                    bump("self_parts", n=int(row.get("parts") or 1))
-                    bump("recombined")
-                events.append(_stored(row))
-                if handover is not None:
-                    handover[row["event_hash"]] = (row.get("key"), handover_record(row))
-        staged = _store_module().GraphStore.stage_partition(config.dsn, batch_id, part, events, handover, self_parts)
+        # the collector paused while the batch's events pile up (sink/heap.py): ~10 us per event of parsing
+        with frozen_heap():
+            for batch in batches:
+                for row in full_rows(batch):
+                    if row.get("error_code") != "validation.facet":  # a dropped facet's record: its event counts
+                        bump("consumed", row.get("source_topic") or "", row.get("encoding") or "unknown",
+                             int(row.get("parts") or 1))
+                    ts = row.get("kafka_timestamp")
+                    if ts is not None:
+                        bump("ts_bucket", str(int(ts.timestamp() * 1000) // LATENCY_BUCKET_MS * LATENCY_BUCKET_MS))
+                    if row["status"] != "ok":
+                        bump("rejected", row.get("error_code") or "internal", row.get("error_class") or "")
+                        publisher().publish(config.topic_dlq, row.get("key"), _bounded_dead_letter(row, limit, bump))
+                        continue
+                    if is_self_part(row):   # recombined in the store (recombine.py), not staged as an event
+                        bump("self_parts")
+                        self_parts.append(part_doc(row))
+                        continue
+                    if row.get("has_self"):  # lineage load's recombined rows
+                        bump("self_parts", n=int(row.get("parts") or 1))
+                        bump("recombined")
+                    events.append(_stored(row))
+                    if handover is not None:
+                        handover[row["event_hash"]] = (row.get("key"), handover_record(row))
+            staged = _store_module().GraphStore.stage_partition(config.dsn, batch_id, part, events, handover, self_parts)
         bump("staged", n=int(staged or 0))
         if made:
             made[0].flush()

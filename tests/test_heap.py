@@ -16,10 +16,14 @@ pytestmark = [pytest.mark.unit, pytest.mark.usefixtures("nothing_frozen")]
 def nothing_frozen():
     """Tests of this process may have frozen its heap for good (stream_processor/worker_heap.py, run in-process
     by `lineage load --engine local`): unfrozen for the test, frozen again after it."""
+    import sink.heap
+
     was_frozen = gc.get_freeze_count() > 0
     if was_frozen:
         gc.unfreeze()
+    sink.heap._foreign_pid = None       # what frozen_heap remembered of the process's own freeze is undone
     yield
+    sink.heap._foreign_pid = None       # a test may have frozen and unfrozen by hand
     if was_frozen:
         gc.freeze()
 
