@@ -302,7 +302,8 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
         # the same, from the first batch's start: without session start-up and query planning
         results["e2e_batches_events_per_s"] = round(consumed / max(last_commit - first_start, 1e-9), 1)
         results["profile_seconds"] = {k: round(sum(r.timings.get(k, 0) for r in committed), 2)
-                                      for k in ("stage", "merge", "enrich", "parquet", "graph")}
+                                      for k in ("stage", "finish_wait", "recombine", "merge", "enrich", "parquet",
+                                                "graph")}
         results["batches"] = len(committed)
 
         say(f"latency phase: {cfg.rate} events/s for {cfg.latency_seconds:.0f}s")

@@ -14,11 +14,13 @@ after sorting parts by ``(event_time, event_hash)`` (:func:`merge_parts`):
 
 Recombination in the store (the stream; migration 012). The staging pass writes each part (a decoded row
 with ``has_self``, :func:`is_self_part`) to ``stg_self_parts`` with the batch's other staged rows; plain
-events never meet the recombiner. Before the batch's merge, the writer's finisher calls
+events never meet the recombiner. Before the batch's merge, the writer calls
 :func:`recombine_in_store`: ONE transaction moves the batch's parts into ``lineage_self_parts`` (a part seen
 before is not new), re-opens their groups, recombines every group quiet for ``quiet_seconds`` into one
 event staged with the batch as part :data:`RECOMBINED_PART` (derived on the driver like any staged event,
-with its enriched-record hand-over), records the emission and drops groups past their TTL. Groups and
+with its enriched-record hand-over), records the emission and drops groups past their TTL.
+The writer runs this step once a batch is staged and before it is marked, on the ``foreachBatch`` thread
+while the finisher merges the previous batch: it only adds rows to this batch's staging. Groups and
 rows commit together, so a crash neither loses nor repeats an emission; a batch finished twice emits once
 (``emitted_batch``). An idle query still emits: the source's ticks run empty micro-batches and the writer
 finishes one whenever a group is due (:func:`groups_due`).
@@ -158,7 +160,7 @@ def part_doc(row: dict[str, Any]) -> tuple[str, str, str]:
     return self_group_key(row) or "", row["event_hash"], json.dumps(_part_of(row), separators=(",", ":"))
 
 
-_LOCK = "SELECT pg_advisory_xact_lock(19529, 1)"   # "LI", 1: one recombination step at a time per database
+_LOCK = "SELECT pg_advisory_xact_lock(19539, 1)"   # "LS", 1: one recombination step at a time per database
 
 _ABSORB = """
     WITH staged AS (

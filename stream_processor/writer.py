@@ -6,6 +6,8 @@ Per batch (one unit of work, keyed by ``batch_id``):
    ``GraphStore.stage_partition(dsn, batch_id, part, events)`` (one connection per partition, replacing
    ``(batch_id, part)``, so a re-run is a no-op); rejected rows are published to the DLQ. Each task
    returns a handful of count rows - nothing per event reaches the driver;
+1b. driver, on the ``foreachBatch`` thread: the `$self` step (:func:`stream_processor.recombine.recombine_in_store`):
+   the batch's parts absorbed, the due groups' recombined events staged with the batch (one transaction);
 2. driver, on the finisher thread while Spark goes on with the next batch (pipelining, below):
    ``GraphStore(dsn).merge(batch_id)`` (one transaction, a no-op for a batch already committed);
    the quality (WIA §4) and provenance (§3) annotations exist from here on;
@@ -400,11 +402,19 @@ class GraphBatchWriter:
         counts: dict[tuple[str, str, str], int] = {}
         self._run_pass("stage", df, _stage_and_publish(self.config, batch_id), counts)
         staged_at = time.time()
-        if not any(k[0] in ("staged", "rejected", "consumed") and v for k, v in counts.items()) \
-                and not self._self_groups_due():
+        has_data = any(k[0] in ("staged", "rejected", "consumed") and v for k, v in counts.items())
+        emitted = 0
+        if batch_id >= 0 and (has_data or self._self_groups_due()):   # lineage load brings its groups recombined
+            # here, while the finisher merges the previous batch: it only adds rows to this batch's staging
+            emitted = self.retrier.call("recombine", lambda: self._recombine(batch_id),
+                                        on_failure=self._reset_store).emitted
+            if emitted:
+                counts[("recombined", "", "")] = counts.get(("recombined", "", ""), 0) + emitted
+        if not has_data and not emitted:
             return  # an empty batch (a tick of the idle source) with no `$self` group due: nothing to commit
+        recombined_at = time.time()
         self.wait_finished()   # the previous batch's failure fails this one, before it is marked
-        waited = time.time() - staged_at
+        waited = time.time() - recombined_at
         self.retrier.call("mark", lambda: self.store.conn.execute(
             "INSERT INTO lineage_staged_batches (batch_id) VALUES (%s) ON CONFLICT DO NOTHING", (batch_id,)),
             on_failure=self._reset_store)
@@ -412,7 +422,7 @@ class GraphBatchWriter:
             from concurrent.futures import ThreadPoolExecutor
 
             self._finish_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lineage-finish")
-        timings = {"stage": staged_at - started, "finish_wait": waited}
+        timings = {"stage": staged_at - started, "recombine": recombined_at - staged_at, "finish_wait": waited}
         self._finish_future = self._finish_pool.submit(self._finish, batch_id, counts, started, timings, True)
 
     def _self_groups_due(self) -> bool:
@@ -458,15 +468,10 @@ class GraphBatchWriter:
         """Merge, enrich and export staged batch ``batch_id``, start its graph publication, unmark it and
         report it. Idempotent: a batch finished before (merged, its records published) is a no-op but for
         the Parquet export of its changed rows, which writes the same files again."""
-        t0 = time.time()
-        step = (self.retrier.call("recombine", lambda: self._recombine(batch_id), on_failure=self._reset_finish_store)
-                if batch_id >= 0 else None)   # lineage load's batches bring their groups recombined
         t1 = time.time()
         result = self.retrier.call("merge", lambda: self.finish_store.merge(batch_id),
                                    on_failure=self._reset_finish_store)
         t2 = time.time()
-        if step is not None and step.emitted:
-            counts[("recombined", "", "")] = counts.get(("recombined", "", ""), 0) + step.emitted
         if self.config.publish_enriched:
             self.retrier.call("enrich", lambda: self._enrich(batch_id, counts))
         t3 = time.time()
@@ -478,15 +483,16 @@ class GraphBatchWriter:
         now = time.time()
         if report and self.on_batch is not None:
             self.on_batch(BatchReport(batch_id, result, counts, committed_at=t2, duration_seconds=now - started,
-                                      timings={**timings, "recombine": t1 - t0, "merge": t2 - t1, "enrich": t3 - t2, "parquet": t4 - t3,
+                                      timings={**timings, "merge": t2 - t1, "enrich": t3 - t2, "parquet": t4 - t3,
                                                "graph": now - t4}))
 
     def _recombine(self, batch_id: int) -> Any:
-        """The `$self` step of ``batch_id`` before its merge (recombine.py, :func:`recombine_in_store`)."""
+        """The `$self` step of staged ``batch_id`` (recombine.py, :func:`recombine_in_store`), before it is marked:
+        a marked batch has its recombined events staged, so finishing it again (:meth:`_recover`) needs no step."""
         from .recombine import recombine_in_store
 
         settings = self.settings
-        return recombine_in_store(self.finish_store.conn, batch_id, settings.recombine_quiet_seconds,
+        return recombine_in_store(self.store.conn, batch_id, settings.recombine_quiet_seconds,
                                   settings.recombine_state_ttl_seconds, handover=self.config.publish_enriched)
 
     def _recover(self) -> None:

@@ -2,7 +2,7 @@
 -- stateful operator (stream_processor/recombine.py, "Recombination in the store").
 --
 -- The staging pass writes each `$self` part of a batch to stg_self_parts, in the same transaction as the
--- batch's other staged rows. The finisher, before it merges the batch, moves them into lineage_self_parts
+-- batch's other staged rows. The writer, before it marks the batch for merging, moves them into lineage_self_parts
 -- (one row per part of a group: (runId, eventType) and the part's event hash), marks their groups pending,
 -- and recombines every group that has been quiet for the quiet period into one event staged with the batch:
 -- the parts, the group's revision and the recombined rows commit in one transaction, so an emission is
