@@ -249,7 +249,7 @@ def _count_parts(outcome: LoadOutcome, rows: Iterable[Any]) -> int:
     for r in rows:
         parts = int(r["parts"] or 1)
         before += parts
-        if r["has_self"]:
+        if r["has_self"] and r["revision"]:   # a job event's `$self` output is no part (recombine.is_self_part)
             outcome.self_parts += parts
             outcome.recombined += 1
     return before
@@ -332,7 +332,8 @@ def run_spark(spark: Any, source: LoadSource, settings: Any, batch_size: int,
         # a filter over the decoded cache, not worth a second copy of every event
         merged = self_parts_batch(deduped).persist()
         recombined = plain_rows_batch(deduped).unionByName(merged)
-        keys = recombined.select("event_hash", "source_topic", "source_offset", "has_self", "parts").collect()
+        keys = recombined.select("event_hash", "source_topic", "source_offset", "has_self", "parts",
+                                 "revision").collect()
         outcome.duplicates = outcome.events - _count_parts(outcome, keys)
         plan = plan_batches(keys, source, batch_size)
         outcome.timings["prepare"] = time.perf_counter() - started - outcome.timings["decode"]

@@ -151,8 +151,11 @@ def _emit(parts: list[dict[str, Any]], revision: int, new_parts: int) -> pd.Data
 
 
 def is_self_part(row: dict[str, Any]) -> bool:
-    """True for a decoded row that is a `$self` part still to recombine (accepted, not itself recombined)."""
-    return bool(row.get("has_self")) and row.get("status") == "ok" and not row.get("revision")
+    """True for a decoded row that is a `$self` part still to recombine: an accepted run event (parts are grouped
+    by ``(runId, eventType)``; a job or dataset event with a `$self` output has no run to group by and is stored
+    as it is, its `$self` resolved to the subject like any part's), not itself recombined."""
+    return (bool(row.get("has_self")) and row.get("status") == "ok" and bool(row.get("run_id"))
+            and not row.get("revision"))
 
 
 def part_doc(row: dict[str, Any]) -> tuple[str, str, str]:
@@ -261,7 +264,7 @@ def recombine_in_store(conn: Any, batch_id: int, quiet_seconds: float, ttl_secon
 
 def self_group_key(row: Any) -> str | None:
     """:func:`group_key_column` of a decoded row as a dict: its `$self` group, None for a plain row."""
-    if not (row.get("has_self") and row.get("status") == "ok"):
+    if not (row.get("has_self") and row.get("status") == "ok" and row.get("run_id")):
         return None
     return "\x1f".join(str(v) for v in ("self", row.get("run_id"), row.get("event_type")) if v is not None)
 
@@ -293,7 +296,8 @@ def recombine_self_parts_batch(df: Any) -> Any:
 def _is_self() -> Any:
     from pyspark.sql import functions as F
 
-    return F.coalesce(F.col("has_self") & (F.col("status") == "ok"), F.lit(False))
+    return F.coalesce(F.col("has_self") & (F.col("status") == "ok") & F.col("run_id").isNotNull()
+                      & (F.col("run_id") != ""), F.lit(False))
 
 
 def plain_rows_batch(df: Any) -> Any:

@@ -254,7 +254,7 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
                         bump("self_parts")
                         self_parts.append(part_doc(row))
                         continue
-                    if row.get("has_self"):  # lineage load's recombined rows
+                    if row.get("has_self") and row.get("revision"):  # lineage load's recombined rows
                         bump("self_parts", n=int(row.get("parts") or 1))
                         bump("recombined")
                     events.append(_stored(row))

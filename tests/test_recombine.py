@@ -174,3 +174,19 @@ def test_store_recombination_emits_once_when_a_batch_is_finished_twice(pg_dsn):
         assert recombine_in_store(store.conn, 3, 1.0, 60.0, now=t0 + timedelta(seconds=9)).emitted == 0
     assert _store_rows(pg_dsn, "SELECT revision FROM lineage_events WHERE run_id = %s", run_id) == [(1,)]
     assert _store_rows(pg_dsn, "SELECT pending FROM lineage_self_groups") == [(True,)]  # obj2 waits for a batch
+
+
+@pytest.mark.unit
+def test_job_events_with_self_outputs_are_not_grouped_together():
+    """A job event has no run to group its `$self` part by: two jobs' events must not merge into one (a group
+    keyed only by ``self`` would union their outputs under the first job)."""
+    from stream_processor.batch import _recombine_local
+    from stream_processor.recombine import is_self_part, self_group_key
+
+    rows = [{**_decoded_part(str(uuid.uuid4()), f"obj{i}:1", i), "run_id": None, "event_type": None, "kind": "job",
+             "job_name": f"job{i}"} for i in (1, 2)]
+    assert not any(is_self_part(r) for r in rows) and {self_group_key(r) for r in rows} == {None}
+    out = _recombine_local(rows)
+    assert sorted((r["job_name"], r["revision"]) for r in out) == [("job1", 0), ("job2", 0)]
+    run_part = _decoded_part(str(uuid.uuid4()), "obj3:1", 3)
+    assert is_self_part(run_part) and self_group_key(run_part) == f"self\x1f{run_part['run_id']}\x1fCOMPLETE"
