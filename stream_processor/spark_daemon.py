@@ -30,7 +30,6 @@ import sys
 #: Imported by the daemon before it forks (module doc). Nothing here starts a thread or opens a connection.
 PRELOAD = (
     "pyspark.worker", "pyspark.sql.pandas.serializers", "pyspark.sql.worker.plan_data_source_read",
-    "pyspark.testing.utils",   # GroupState.update imports it on the first state update of a worker
     "numpy", "pandas", "pyarrow", "pyarrow.ipc", "fastavro", "orjson", "confluent_kafka", "psycopg",
     "jsonschema_rs", "schemas.validate", "schemas.codec", "producers",
     "stream_processor.decode", "stream_processor.dedupe", "stream_processor.recombine",
