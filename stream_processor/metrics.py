@@ -41,6 +41,11 @@ class ProcessorMetrics:
         self.duplicates = Counter("lineage_duplicates_dropped_total", "Duplicates dropped", ["stage"], registry=r)
         self.self_parts = Counter("lineage_self_parts_total", "`$self` parts recombined", registry=r)
         self.recombined = Counter("lineage_recombined_records_total", "Recombined records emitted", registry=r)
+        self.self_groups = Gauge("lineage_self_groups", "`$self` groups in the store after the last batch: pending "
+                                 "(waiting for their quiet period) or held (all, emitted ones kept for the TTL)",
+                                 ["state"], registry=r)
+        for state in ("pending", "held"):
+            self.self_groups.labels(state)
         self.upserted = Counter("lineage_graph_rows_upserted_total", "Graph rows upserted", ["table"], registry=r)
         self.batch_duration = Histogram("lineage_batch_duration_seconds", "foreachBatch duration", registry=r,
                                         buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120))
@@ -82,6 +87,8 @@ class ProcessorMetrics:
                 self.self_parts.inc(value)
             elif metric == "recombined":
                 self.recombined.inc(value)
+            elif metric == "self_groups":
+                self.self_groups.labels(a).set(value)
         result = report.result
         if result.duplicates:
             self.duplicates.labels("sink").inc(result.duplicates)

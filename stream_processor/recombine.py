@@ -208,6 +208,8 @@ class SelfStep:
     emitted: int = 0        # groups recombined into an event staged with the batch
     staged_rows: int = 0    # staging rows of those events
     expired: int = 0        # parts dropped with their groups past the TTL
+    pending: int = 0        # groups waiting for their quiet period after the step
+    held: int = 0           # groups in the store after the step (pending, or emitted and within the TTL)
 
 
 def groups_due(conn: Any, quiet_seconds: float, now: datetime | None = None) -> bool:
@@ -256,6 +258,8 @@ def recombine_in_store(conn: Any, batch_id: int, quiet_seconds: float, ttl_secon
                                        "parts": sizes})
                 step.emitted = len(rows)
         step.expired = cur.execute(_EXPIRE, params).rowcount
+        step.pending, step.held = cur.execute(
+            "SELECT count(*) FILTER (WHERE pending), count(*) FROM lineage_self_groups").fetchone()
     return step
 
 

@@ -406,10 +406,13 @@ class GraphBatchWriter:
         emitted = 0
         if batch_id >= 0 and (has_data or self._self_groups_due()):   # lineage load brings its groups recombined
             # here, while the finisher merges the previous batch: it only adds rows to this batch's staging
-            emitted = self.retrier.call("recombine", lambda: self._recombine(batch_id),
-                                        on_failure=self._reset_store).emitted
+            step = self.retrier.call("recombine", lambda: self._recombine(batch_id), on_failure=self._reset_store)
+            emitted = step.emitted
             if emitted:
                 counts[("recombined", "", "")] = counts.get(("recombined", "", ""), 0) + emitted
+            # gauges, not sums: the groups the store holds after this batch's step
+            counts[("self_groups", "pending", "")] = step.pending
+            counts[("self_groups", "held", "")] = step.held
         if not has_data and not emitted:
             return  # an empty batch (a tick of the idle source) with no `$self` group due: nothing to commit
         recombined_at = time.time()

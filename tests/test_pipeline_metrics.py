@@ -39,7 +39,7 @@ def test_batch_report_and_progress_reach_the_endpoint():
     report = BatchReport(
         batch_id=3, result=BatchResult(3, events_in=5, events_new=4, duplicates=1, rows_by_table={"lineage_runs": 4}),
         counts={("consumed", "t", "avro"): 5, ("rejected", "decode.json", "DecodeError"): 2,
-                ("ts_bucket", "1000", ""): 5},
+                ("ts_bucket", "1000", ""): 5, ("self_groups", "pending", ""): 4, ("self_groups", "held", ""): 9},
         committed_at=3.0, duration_seconds=0.5)
     m.on_batch(report)
     m.on_progress(_Progress())
@@ -56,6 +56,8 @@ def test_batch_report_and_progress_reach_the_endpoint():
     # commit at 3.0 s, records stamped in the 10 ms bucket starting at 1.000 s: latency 1.995 s
     assert samples[("lineage_end_to_end_latency_seconds_bucket", (("le", "2.0"),))] == 5
     assert samples[("lineage_state_rows", ())] == 7
+    assert samples[("lineage_self_groups", (("state", "pending"),))] == 4   # gauges: the last batch's values
+    assert samples[("lineage_self_groups", (("state", "held"),))] == 9
     assert m.status_line() == "events in 5, rejected 2, duplicates 3, batches 1, lag 2"
 
 

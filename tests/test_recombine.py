@@ -127,10 +127,11 @@ def test_store_recombination_waits_for_quiet_reopens_on_a_late_part_and_expires(
         store.migrate()
     first = step(1, [a, b, a], t0)               # a part twice in one batch counts once
     assert (first.parts, first.new_parts, first.emitted) == (2, 2, 0) and emitted() == []
+    assert (first.pending, first.held) == (1, 1)
     assert step(2, [b], t0 + timedelta(seconds=5)).new_parts == 0   # a part seen before re-opens nothing
     assert step(3, [], t0 + timedelta(seconds=9)).emitted == 0      # quiet for 9 s of 10
     due = step(4, [], t0 + timedelta(seconds=10))
-    assert due.emitted == 1 and due.staged_rows > 0
+    assert due.emitted == 1 and due.staged_rows > 0 and (due.pending, due.held) == (0, 1)
     assert emitted() == [(1, ["obj1:1", "obj2:1"])]
     handed = _store_rows(pg_dsn, "SELECT record FROM stg_event_keys WHERE batch_id = 4 AND part = %s", RECOMBINED_PART)
     assert [json.loads(r)["revision"] for (r,) in handed] == [1]   # the enriched record's hand-over
@@ -142,7 +143,8 @@ def test_store_recombination_waits_for_quiet_reopens_on_a_late_part_and_expires(
         (2, 3, 6, False)]
     # kept for the TTL after its emission, then dropped with its parts
     assert step(7, [], t0 + timedelta(seconds=89)).expired == 0
-    assert step(8, [], t0 + timedelta(seconds=90)).expired == 3
+    expired = step(8, [], t0 + timedelta(seconds=90))
+    assert expired.expired == 3 and (expired.pending, expired.held) == (0, 0)
     assert _store_rows(pg_dsn, "SELECT count(*) FROM lineage_self_groups") == [(0,)]
     assert _store_rows(pg_dsn, "SELECT count(*) FROM stg_self_parts") == [(0,)]
 
