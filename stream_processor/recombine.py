@@ -224,10 +224,10 @@ def recombine_in_store(conn: Any, batch_id: int, quiet_seconds: float, ttl_secon
     """Absorb ``batch_id``'s staged `$self` parts and stage the recombined events of the due groups with it,
     in one transaction on ``conn`` (module doc). ``now``: the processing time (default: the clock).
     ``handover``: stage each recombined event's enriched-record hand-over (the stream publishes them)."""
-    from sink.model import StoredEvent
     from sink.postgres import GraphStore
 
     from .publish import handover_record
+    from .writer import stored_event
 
     now = now or datetime.now(UTC)
     params = {"b": batch_id, "now": now, "quiet": float(quiet_seconds), "ttl": float(ttl_seconds)}
@@ -248,9 +248,7 @@ def recombine_in_store(conn: Any, batch_id: int, quiet_seconds: float, ttl_secon
                 keys.append(key)
                 sizes.append(len(parts))
             if rows:
-                events = [StoredEvent(event=json.loads(r["event_json"]), event_hash=r["event_hash"],
-                                      source=f"{r['source_topic']}[{r['source_partition']}]@{r['source_offset']}",
-                                      revision=r["revision"], text=r["event_json"]) for r in rows]
+                events = [stored_event(r) for r in rows]   # as the staging pass stages a decoded row
                 hand = {r["event_hash"]: (r["key"], handover_record(r)) for r in rows} if handover else None
                 _, step.staged_rows = GraphStore._derive_and_stage(conn, batch_id, RECOMBINED_PART, events, copy_chunk,
                                                                    {}, hand)

@@ -257,7 +257,7 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
                     if row.get("has_self") and row.get("revision"):  # lineage load's recombined rows
                         bump("self_parts", n=int(row.get("parts") or 1))
                         bump("recombined")
-                    events.append(_stored(row))
+                    events.append(stored_event(row))
                     if handover is not None:
                         handover[row["event_hash"]] = (row.get("key"), handover_record(row))
             staged = _store_module().GraphStore.stage_partition(config.dsn, batch_id, part, events, handover, self_parts)
@@ -269,7 +269,9 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
     return run
 
 
-def _stored(row: dict[str, Any]) -> StoredEvent:
+def stored_event(row: dict[str, Any]) -> StoredEvent:
+    """The :class:`~sink.model.StoredEvent` of an accepted decoded row (the staging pass's, and the recombined
+    events' in :func:`stream_processor.recombine.recombine_in_store`)."""
     return StoredEvent(event=loads(row["event_json"]), event_hash=row["event_hash"],
                        source=f"{row['source_topic']}[{row['source_partition']}]@{row['source_offset']}",
                        revision=int(row.get("revision") or 0), text=row["event_json"])
