@@ -3,7 +3,8 @@
 Layout under ``root_dir`` (one directory per table, plain Parquet files, readable by pyarrow,
 DuckDB, Spark or any other Parquet reader)::
 
-    lineage_nodes/base=00000000000000000042.parquet     <- compacted rows, up to batch 42
+    lineage_nodes/base=00000000000000000010.parquet     <- a compacted segment: rows of batches <= 10
+    lineage_nodes/base=00000000000000000042.parquet     <- another: rows of batches 11..42
     lineage_nodes/batch=00000000000000000043.parquet    <- rows batch 43 changed
     lineage_edges/...  lineage_column_lineage/  lineage_provenance/  lineage_quality/
     lineage_events/  lineage_runs/
@@ -39,13 +40,38 @@ Batch ids and commit order
     column is ``TABLES[name].id_column`` (the key of a graph-change record: ``event_hash`` for
     ``lineage_events``).
 
-Compaction
-    :meth:`compact` merges a table's base and batch files into one new ``base=<max batch>``
-    file (latest row per id), written atomically, then deletes the files it merged. A crash
-    between the rename and the deletes leaves rows present twice with the same
-    ``_batch_id``, which the reader already resolves. Writes compact a table automatically
-    once it holds more than ``max_batch_files`` batch files, so a table never has more than
-    ``max_batch_files + 1`` files (plus one transient).
+Sorted files
+    Every file this module writes is sorted by the table's id column (bytewise, as Arrow sorts
+    strings), in row groups of a few MB (at most ``_GROUP_BYTES`` of decoded Arrow data, at most
+    ``_GROUP_ROWS`` rows), and says so in its key-value metadata (``lineage.sorted_by = <id
+    column>``, plus Parquet's own ``sorting_columns``). Files without the mark (earlier versions
+    wrote batch files in COPY order and ``write_all``'s base unsorted) are sorted on their first
+    compaction in runs of ``_RUN_BYTES`` spilled to temporary files, so they too merge in bounded
+    memory: a one-time cost of one extra write.
+
+Compaction (size-tiered, streaming)
+    Merges are k-way streaming merges (:meth:`ParquetGraphStore._merge_files_streaming`): one
+    cursor per input file reads it ``_READ_ROWS`` rows at a time into a chunk of about
+    ``_MERGE_BYTES / k``; each step takes from every cursor the rows with an id <= a frontier (the
+    least, over the cursors, of the id that ends their next ``_GROUP_BYTES / k`` bytes: a sorted
+    prefix of each), keeps the latest row per id (the reader's rule, :func:`_latest_per_id`, shared
+    with :meth:`~ParquetGraphStore.read_table`) and appends it to the output, written in row groups
+    of about ``_GROUP_BYTES``. Peak memory is about ``_MERGE_BYTES`` of input (at least
+    ``_READ_ROWS`` rows per input file) plus a step and an output row group, whatever the table's
+    size.
+
+    Once a table holds more than ``max_batch_files`` batch files, a write merges those batch files
+    (only them) into a new segment ``base=<greatest seq of its inputs>`` (with the base file of that
+    name if one exists, after a replay of old batches). Base segments fall into tiers by their row
+    count (tier ``floor(log_fanout(rows))``, from the Parquet footer); while a tier holds ``fanout``
+    or more segments, they are merged into one. So a table has at most ``max_batch_files`` batch files
+    plus fewer than ``fanout`` segments per tier (``O(log rows)`` tiers), plus one transient, and a
+    row is rewritten ``O(log rows)`` times (write amplification ``O(log n)``, not ``O(n)`` per
+    merge). :meth:`~ParquetGraphStore.compact` still folds everything into one base file (streaming
+    too), for explicit use. Several base files are as correct as one: each row carries its
+    ``_commit_seq``, and the reader's rule above does not care which file a row is in. A merge writes
+    its target atomically, then deletes its inputs: a crash in between leaves rows present twice with
+    the same ``_commit_seq``, which the reader resolves, and the next merge folds away.
 
 Why not Delta Lake or Iceberg
     Both would give the same upserts with a transaction log, but neither has a Python writer
@@ -60,10 +86,12 @@ Why not Delta Lake or Iceberg
 
 from __future__ import annotations
 
+import bisect
 import io
 import os
 import re
 import uuid
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -237,12 +265,23 @@ def changed_rows(conn_or_dsn: Any, batch_id: int) -> dict[str, pa.Table]:
             conn.close()
 
 
+_SORTED_BY = b"lineage.sorted_by"   # key-value metadata: the file's rows are sorted by this (id) column
+_GROUP_BYTES = 4 << 20               # a row group holds about this much decoded Arrow data
+_GROUP_ROWS = 1 << 16                # ... and at most this many rows
+_MERGE_BYTES = 16 << 20              # a merge's cursors together hold about this much decoded input
+_READ_ROWS = 128                     # a cursor reads its file this many rows at a time
+_RUN_BYTES = 32 << 20                # an unsorted (legacy) file is sorted in runs of about this size
+
+
 class ParquetGraphStore:
     """The Parquet tables under ``root_dir`` (see the module docs for the layout and the rules)."""
 
-    def __init__(self, root_dir: str | os.PathLike[str], max_batch_files: int = 32) -> None:
+    def __init__(self, root_dir: str | os.PathLike[str], max_batch_files: int = 32, fanout: int = 4) -> None:
+        if fanout < 2:
+            raise StoreError(f"fanout must be >= 2, not {fanout}", code="store.parquet")
         self.root = Path(root_dir)
         self.max_batch_files = max_batch_files
+        self.fanout = fanout
 
     # -- writing ---------------------------------------------------------------------------
     def write_batch(self, batch_id: int, tables: dict[str, pa.Table]) -> dict[str, int]:
@@ -261,9 +300,9 @@ class ParquetGraphStore:
             if seq is None or seq < 0 or pc.min(rows.column("_commit_seq")).as_py() != seq:
                 raise StoreError(f"batch {batch_id}: rows need one commit sequence number >= 0 (migration 008), "
                                  f"not {seq}", code="store.parquet")
-            self._atomic_write(self._dir(name) / f"batch={seq:020d}.parquet", rows)
+            self._atomic_write(self._dir(name) / f"batch={seq:020d}.parquet", rows, _id_column(name))
             if len(self._files(name, "batch")) > self.max_batch_files:
-                self.compact(name)
+                self.compact_tiers(name)
         return counts
 
     def write_from_postgres(self, conn_or_dsn: Any, batch_id: int) -> dict[str, int]:
@@ -287,7 +326,7 @@ class ParquetGraphStore:
                 rows = table_rows(conn, t, where, params, int(top), int(seq))
                 top = seq
                 old = self._files(name, "base") + self._files(name, "batch")
-                self._atomic_write(self._dir(name) / f"base={int(top):020d}.parquet", rows)
+                self._atomic_write(self._dir(name) / f"base={int(top):020d}.parquet", rows, t.id_column)
                 for path in old:
                     if path.name != f"base={int(top):020d}.parquet":
                         path.unlink(missing_ok=True)
@@ -298,26 +337,90 @@ class ParquetGraphStore:
                 conn.close()
 
     def compact(self, name: str | None = None) -> dict[str, int]:
-        """Fold each table's files into one base file keeping the current row per id; returns files removed."""
+        """Fold each table's files into one base file keeping the current row per id (a streaming merge, in
+        bounded memory); returns the number of files removed per table."""
         removed = {}
         for table in [name] if name else list(TABLES):
             files = self._files(table, "base") + self._files(table, "batch")
-            if len(files) <= 1:
-                removed[table] = 0
-                continue
-            current = self._merge(table, files)
-            top = max(int(_FILE.match(p.name).group(2)) for p in files)  # type: ignore[union-attr]
-            target = self._dir(table) / f"base={top:020d}.parquet"
-            self._atomic_write(target, current)
-            for path in files:
-                if path != target:
-                    path.unlink(missing_ok=True)
-            removed[table] = len(files) - 1
+            removed[table] = self._fold(table, files) if len(files) > 1 else 0
         return removed
+
+    def compact_tiers(self, name: str) -> int:
+        """The automatic compaction (module docs): more than ``max_batch_files`` batch files become one base
+        segment, then each tier holding ``fanout`` segments or more is merged into one. Returns files removed."""
+        removed = 0
+        batches = self._files(name, "batch")
+        if len(batches) > self.max_batch_files:
+            removed += self._fold(name, batches)
+        while True:
+            tiers: dict[int, list[Path]] = defaultdict(list)
+            for path in self._files(name, "base"):
+                tiers[_tier(pq.read_metadata(path).num_rows, self.fanout)].append(path)
+            full = [paths for _, paths in sorted(tiers.items()) if len(paths) >= self.fanout]
+            if not full:
+                return removed
+            removed += self._fold(name, full[0])
+
+    def _fold(self, name: str, files: list[Path]) -> int:
+        """Merge ``files`` into ``base=<greatest seq among them>`` (with that file too, if it exists and is not
+        among them), then delete the inputs; returns the number of files removed."""
+        top = max(_seq(path) for path in files)
+        target = self._dir(name) / f"base={top:020d}.parquet"
+        inputs = list(files) + ([target] if target not in files and target.exists() else [])
+        self._merge_files_streaming(name, inputs, target)
+        for path in inputs:          # after the rename: a crash here leaves duplicates the reader resolves
+            if path != target:
+                path.unlink(missing_ok=True)
+        return len(inputs) - 1
+
+    def _merge_files_streaming(self, name: str, files: list[Path], target: Path) -> int:
+        """Write the current rows of ``files`` (the reader's rule) to ``target``, atomically, sorted by id, in a
+        k-way merge holding about ``_MERGE_BYTES`` of input (module docs); returns the rows written."""
+        if name not in TABLES:
+            _guess_id(name)
+        schema, id_column = TABLES[name].schema, TABLES[name].id_column
+        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+        scratch: list[Path] = []
+        cursors: list[_Cursor] = []
+        out: _GroupWriter | None = None
+        try:
+            sources: list[tuple[Path, int]] = []
+            for path in files:
+                rank = 1 if path.name.startswith("batch=") else 0
+                if _is_sorted(path, id_column):
+                    sources.append((path, rank))
+                else:      # written by an earlier version: sort it, in runs spilled next to it
+                    runs = _sorted_runs(path, schema, id_column)
+                    scratch.extend(runs)
+                    sources.extend((run, rank) for run in runs)
+            budget = max(1, _MERGE_BYTES // max(1, len(sources)))
+            for source, rank in sources:
+                cursors.append(_Cursor(source, rank, schema, id_column, budget))
+            out = _GroupWriter(tmp, schema, id_column)
+            active = [c for c in cursors if c.ready()]
+            while active:       # each step takes about _GROUP_BYTES of input, at most a chunk per cursor
+                quota = max(1, _GROUP_BYTES // len(active))
+                frontier = min(c.id_within(quota) for c in active)
+                parts: list[pa.Table] = []
+                for c in active:
+                    c.cut(frontier, parts)
+                out.write(_latest_per_id(pa.concat_tables(parts), id_column))
+                active = [c for c in active if c.ready()]
+            rows = out.close()
+            out = None
+            os.replace(tmp, target)
+            return rows
+        finally:
+            if out is not None:
+                out.abort()
+            for c in cursors:
+                c.close()
+            for path in [tmp, *scratch]:
+                path.unlink(missing_ok=True)
 
     # -- reading ---------------------------------------------------------------------------
     def read_table(self, name: str) -> pa.Table:
-        """The current content of table ``name``: exactly one row per id (latest ``_batch_id`` wins)."""
+        """The current content of table ``name``: exactly one row per id (greatest ``_commit_seq`` wins)."""
         files = self._files(name, "base") + self._files(name, "batch")
         if not files:
             table = TABLES.get(name)
@@ -330,29 +433,14 @@ class ParquetGraphStore:
         return self._files(name, "base") + self._files(name, "batch")
 
     def _merge(self, name: str, files: list[Path]) -> pa.Table:
-        id_column = TABLES[name].id_column if name in TABLES else _guess_id(name)
+        """The current rows of ``files``, all in memory (the reader)."""
+        id_column = _id_column(name)
         parts = []
         for path in files:
-            part = pq.read_table(path)
+            part = pq.read_table(path).replace_schema_metadata(None)
             rank = 1 if path.name.startswith("batch=") else 0
             parts.append(part.append_column("_rank", pa.array([rank] * part.num_rows, type=pa.int8())))
-        table = pa.concat_tables(parts, promote_options="default")
-        if "_commit_seq" not in table.column_names:     # files written before migration 008
-            table = table.append_column("_commit_seq", table.column("_batch_id"))
-        else:
-            table = table.set_column(table.column_names.index("_commit_seq"), "_commit_seq",
-                                     pc.coalesce(table.column("_commit_seq"), table.column("_batch_id")))
-        if table.num_rows == 0:
-            return table.drop_columns(["_rank"])
-        order = pc.sort_indices(table, sort_keys=[(id_column, "ascending"), ("_commit_seq", "descending"),
-                                                  ("_rank", "descending")])
-        table = table.take(order)
-        ids = table.column(id_column).combine_chunks()
-        if table.num_rows > 1:
-            differs = pc.not_equal(ids.slice(1), ids.slice(0, table.num_rows - 1))
-            keep = pa.concat_arrays([pa.array([True]), pc.fill_null(differs, True)])
-            table = table.filter(keep)
-        return table.drop_columns(["_rank"])
+        return _latest_per_id(pa.concat_tables(parts, promote_options="default"), id_column)
 
     # -- files -----------------------------------------------------------------------------
     def _dir(self, name: str) -> Path:
@@ -367,13 +455,236 @@ class ParquetGraphStore:
         return sorted(p for p in path.iterdir() if (m := _FILE.match(p.name)) and m.group(1) == kind)
 
     @staticmethod
-    def _atomic_write(target: Path, table: pa.Table) -> None:
+    def _atomic_write(target: Path, table: pa.Table, id_column: str) -> None:
+        """Write ``table`` sorted by ``id_column`` (and marked so) to a temporary file, then rename it."""
         tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
         try:
-            pq.write_table(table, tmp, compression="zstd")
+            _write_sorted(tmp, table, id_column)
             os.replace(tmp, target)
         finally:
             tmp.unlink(missing_ok=True)
+
+
+def _latest_per_id(table: pa.Table, id_column: str) -> pa.Table:
+    """The reader's rule on concatenated rows carrying ``_rank`` (1 from a ``batch=`` file, 0 from ``base=``):
+    per id, the row with the greatest ``coalesce(_commit_seq, _batch_id)``, then the greatest ``_rank``, then
+    the first; sorted by id, without ``_rank``. ``_commit_seq`` comes out coalesced (appended if missing)."""
+    if "_commit_seq" not in table.column_names:     # files written before migration 008
+        table = table.append_column("_commit_seq", table.column("_batch_id"))
+    else:
+        table = table.set_column(table.column_names.index("_commit_seq"), "_commit_seq",
+                                 pc.coalesce(table.column("_commit_seq"), table.column("_batch_id")))
+    if table.num_rows == 0:
+        return table.drop_columns(["_rank"])
+    order = pc.sort_indices(table, sort_keys=[(id_column, "ascending"), ("_commit_seq", "descending"),
+                                              ("_rank", "descending")])
+    if table.num_rows > 1:
+        ids = table.column(id_column).take(order).combine_chunks()
+        differs = pc.not_equal(ids.slice(1), ids.slice(0, table.num_rows - 1))
+        order = order.filter(pa.concat_arrays([pa.array([True]), pc.fill_null(differs, True)]))
+    return table.take(order).drop_columns(["_rank"])
+
+
+def _id_column(name: str) -> str:
+    return TABLES[name].id_column if name in TABLES else _guess_id(name)
+
+
+def _seq(path: Path) -> int:
+    return int(_FILE.match(path.name).group(2))  # type: ignore[union-attr]
+
+
+def _tier(rows: int, fanout: int) -> int:
+    """``floor(log_fanout(rows))``, in integers (0 for an empty segment)."""
+    tier = 0
+    while rows >= fanout:
+        rows //= fanout
+        tier += 1
+    return tier
+
+
+def _rows_per_group(table: pa.Table) -> int:
+    """Rows per row group for rows like ``table``'s: about ``_GROUP_BYTES`` of them, at most ``_GROUP_ROWS``."""
+    if table.num_rows == 0:
+        return _GROUP_ROWS
+    per_row = max(1, table.nbytes // table.num_rows)
+    return max(1, min(_GROUP_ROWS, _GROUP_BYTES // per_row))
+
+
+def _no_null_ids(ids: pa.Array | pa.ChunkedArray, id_column: str) -> None:
+    if ids.null_count:
+        raise StoreError(f"{ids.null_count} rows without an id ({id_column} is NULL)", code="store.parquet")
+
+
+def _is_sorted(path: Path, id_column: str) -> bool:
+    """Whether ``path`` is marked sorted by ``id_column`` (written by this version of the module)."""
+    return (pq.read_metadata(path).metadata or {}).get(_SORTED_BY) == id_column.encode()
+
+
+def _open_writer(path: Path, schema: pa.Schema, id_column: str) -> pq.ParquetWriter:
+    schema = schema.with_metadata({_SORTED_BY: id_column.encode()})
+    return pq.ParquetWriter(path, schema, compression="zstd",
+                            sorting_columns=[pq.SortingColumn(schema.get_field_index(id_column))])
+
+
+def _write_sorted(path: Path, table: pa.Table, id_column: str) -> None:
+    """Write ``table`` to ``path`` sorted by ``id_column`` (stable), in bounded row groups, marked sorted."""
+    table = table.replace_schema_metadata(None)
+    _no_null_ids(table.column(id_column), id_column)
+    if table.num_rows > 1:
+        table = table.sort_by([(id_column, "ascending")])
+    with _open_writer(path, table.schema, id_column) as writer:
+        if table.num_rows:
+            writer.write_table(table, row_group_size=_rows_per_group(table))
+
+
+def _conform(rows: pa.Table | pa.RecordBatch, schema: pa.Schema) -> pa.Table:
+    """``rows`` with exactly ``schema``'s columns: missing ones (older files) as nulls, others dropped."""
+    names = set(rows.schema.names)
+    columns = []
+    for field in schema:
+        if field.name in names:
+            column = rows.column(field.name)
+            columns.append(column if column.type == field.type else column.cast(field.type))
+        else:
+            columns.append(pa.nulls(rows.num_rows, field.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _sorted_runs(path: Path, schema: pa.Schema, id_column: str) -> list[Path]:
+    """An unsorted file as sorted, marked temporary files of about ``_RUN_BYTES`` each (beside it)."""
+    runs: list[Path] = []
+    pending: list[pa.Table] = []
+    size = 0
+
+    def spill() -> None:
+        nonlocal pending, size
+        run = path.with_name(f".{path.name}.run{len(runs)}.{uuid.uuid4().hex}.tmp")
+        runs.append(run)
+        _write_sorted(run, pa.concat_tables(pending), id_column)
+        pending, size = [], 0
+
+    source = pq.ParquetFile(path, pre_buffer=False)
+    try:
+        for batch in source.iter_batches(batch_size=1024):
+            pending.append(_conform(batch, schema))
+            size += pending[-1].nbytes
+            if size >= _RUN_BYTES:
+                spill()
+        if pending:
+            spill()
+    except BaseException:
+        for run in runs:
+            run.unlink(missing_ok=True)
+        raise
+    finally:
+        source.close()
+    return runs
+
+
+class _Ids:
+    """A sorted id array as a sequence of Python values, for :func:`bisect.bisect_right` (str compares by code
+    point, which is UTF-8's byte order: Arrow's order)."""
+
+    def __init__(self, ids: pa.Array) -> None:
+        self.ids = ids
+
+    def __getitem__(self, i: int) -> Any:
+        return self.ids[i].as_py()
+
+
+class _Cursor:
+    """One sorted input file of a merge, read ``_READ_ROWS`` rows at a time into chunks of about ``budget``
+    bytes: the current chunk's rows not merged yet."""
+
+    def __init__(self, path: Path, rank: int, schema: pa.Schema, id_column: str, budget: int) -> None:
+        self.file = pq.ParquetFile(path, pre_buffer=False)
+        self.batches = self.file.iter_batches(batch_size=_READ_ROWS)
+        self.rank, self.schema, self.id_column, self.budget = rank, schema, id_column, budget
+        self.rows: pa.Table | None = None
+        self.ids: pa.Array | None = None
+        self.pos = self.n = self.row_bytes = 0
+
+    def ready(self) -> bool:
+        """Whether rows are left, reading the next chunk if the current one is used up."""
+        while self.pos >= self.n:
+            self.rows = self.ids = None
+            self.pos = self.n = 0
+            batches, size = [], 0
+            for batch in self.batches:
+                if batch.num_rows:
+                    batches.append(batch)
+                    size += batch.nbytes
+                    if size >= self.budget:
+                        break
+            if not batches:
+                return False
+            rows = _conform(pa.Table.from_batches(batches), self.schema)
+            self.rows = rows.append_column("_rank", pa.array([self.rank] * rows.num_rows, type=pa.int8()))
+            self.ids = rows.column(self.id_column).combine_chunks()
+            _no_null_ids(self.ids, self.id_column)
+            self.n, self.row_bytes = rows.num_rows, max(1, size // rows.num_rows)
+        return True
+
+    def id_within(self, quota: int) -> Any:
+        """The id of the last of the next rows holding about ``quota`` bytes (at least one; in this chunk)."""
+        assert self.ids is not None
+        return self.ids[min(self.n, self.pos + max(1, quota // self.row_bytes)) - 1].as_py()
+
+    def cut(self, frontier: Any, out: list[pa.Table]) -> None:
+        """Move every remaining row with id <= ``frontier`` to ``out``: a prefix of this chunk, and of the next
+        ones while a chunk is used up (equal ids can straddle a chunk or row group boundary)."""
+        while self.ready():
+            assert self.rows is not None and self.ids is not None
+            end = bisect.bisect_right(_Ids(self.ids), frontier, self.pos, self.n)
+            if end > self.pos:
+                out.append(self.rows.slice(self.pos, end - self.pos))
+            self.pos = end
+            if end < self.n:
+                return
+
+    def close(self) -> None:
+        self.rows = self.ids = None
+        self.pos = self.n = 0
+        self.file.close()
+
+
+class _GroupWriter:
+    """The merge's output: sorted rows appended in steps, written in row groups of about ``_GROUP_BYTES``."""
+
+    def __init__(self, path: Path, schema: pa.Schema, id_column: str) -> None:
+        self.writer = _open_writer(path, schema, id_column)
+        self.pending: list[pa.Table] = []
+        self.rows = self.bytes = self.written = 0
+
+    def write(self, rows: pa.Table) -> None:
+        if rows.num_rows == 0:
+            return
+        self.pending.append(rows)
+        self.rows += rows.num_rows
+        self.bytes += rows.nbytes
+        if self.bytes >= _GROUP_BYTES or self.rows >= _GROUP_ROWS:
+            self._flush(final=False)
+
+    def _flush(self, final: bool) -> None:
+        if not self.pending:
+            return
+        rows = pa.concat_tables(self.pending)
+        per_group = _rows_per_group(rows)
+        n = rows.num_rows if final else (rows.num_rows // per_group) * per_group or rows.num_rows
+        self.writer.write_table(rows.slice(0, n), row_group_size=per_group)
+        self.written += n
+        rest = rows.slice(n)
+        self.pending = [rest] if rest.num_rows else []
+        self.rows, self.bytes = rest.num_rows, rest.nbytes
+
+    def close(self) -> int:
+        self._flush(final=True)
+        self.writer.close()
+        return self.written
+
+    def abort(self) -> None:
+        self.pending = []
+        self.writer.close()
 
 
 def _guess_id(name: str) -> str:
