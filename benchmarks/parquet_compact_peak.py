@@ -54,10 +54,10 @@ def _batch(b: int, rows: int) -> Any:
     return pa.table(cols, schema=schema)
 
 
-def _compact(rows_per_batch: int, batches: int) -> str:
+def _compact(root: str, rows_per_batch: int, batches: int) -> str:
     from sink.parquet import ParquetGraphStore
 
-    store = ParquetGraphStore(tempfile.mkdtemp(prefix="compact-peak-"), max_batch_files=10**9)  # compact below
+    store = ParquetGraphStore(root, max_batch_files=10**9)  # compact below
     for b in range(batches):
         store.write_batch(b, {"lineage_events": _batch(b, rows_per_batch)})
     before = _peak_mb()
@@ -69,10 +69,10 @@ def _compact(rows_per_batch: int, batches: int) -> str:
             f"{time.perf_counter() - started:.1f} s")
 
 
-def _series(rows_per_batch: int, batches: int) -> str:
+def _series(root: str, rows_per_batch: int, batches: int) -> str:
     from sink.parquet import ParquetGraphStore
 
-    store = ParquetGraphStore(tempfile.mkdtemp(prefix="compact-series-"))      # the writer's default policy
+    store = ParquetGraphStore(root)      # the writer's default policy
     auto = "compact_tiers" if hasattr(store, "compact_tiers") else "compact"
     inner = getattr(store, auto)
     spent = [0.0, 0]
@@ -115,10 +115,11 @@ def main() -> None:
     args = parser.parse_args()
     if args.one is not None:
         mode, rows = args.one[0], int(args.one[1])
-        if mode == "compact":
-            print(_compact(args.rows_per_batch, rows // args.rows_per_batch), flush=True)
-        else:
-            print(_series(args.series_rows_per_batch, rows // args.series_rows_per_batch), flush=True)
+        with tempfile.TemporaryDirectory(prefix=f"compact-{mode}-") as root:
+            if mode == "compact":
+                print(_compact(root, args.rows_per_batch, rows // args.rows_per_batch), flush=True)
+            else:
+                print(_series(root, args.series_rows_per_batch, rows // args.series_rows_per_batch), flush=True)
         return
     for mode in args.mode:
         for rows in args.rows:   # a fresh process each: ru_maxrss never goes down
