@@ -261,6 +261,13 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
                     if handover is not None:
                         handover[row["event_hash"]] = (row.get("key"), handover_record(row))
             staged = _store_module().GraphStore.stage_partition(config.dsn, batch_id, part, events, handover, self_parts)
+            # freed while the collector is still paused: objects that die are dropped from its young generation,
+            # live ones would all be walked by the collection the next allocation starts (33 of the workers'
+            # 655 py-spy samples in lineage bench --events 20000, 2026-11-26, on the line leaving the block)
+            events.clear()
+            self_parts.clear()
+            if handover is not None:
+                handover.clear()
         bump("staged", n=int(staged or 0))
         if made:
             made[0].flush()
