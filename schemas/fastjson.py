@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["loads", "dumps_compact", "dumps_sorted", "json_compact", "orjson_key", "OrjsonError", "HAVE_ORJSON"]
@@ -57,8 +58,10 @@ else:  # pragma: no cover
     OrjsonError = _NoOrjsonError
 
 
-def loads(data: str | bytes | memoryview) -> Any:
-    """``json.loads(data)``, through orjson when that gives the identical value (valid JSON text)."""
+def loads(data: str | bytes | memoryview, fallback: Callable[[Any], Any] = json.loads) -> Any:
+    """``fallback(data)`` (``json.loads``, or a ``json.JSONDecoder(...).decode``), through orjson when that
+    gives the identical value: valid JSON text without NaN or infinities, which orjson refuses, so that
+    ``fallback`` decides them (and words the error)."""
     if isinstance(data, memoryview):
         data = bytes(data)
     if _orjson is not None:
@@ -67,7 +70,7 @@ def loads(data: str | bytes | memoryview) -> Any:
                 return _orjson.loads(data)
             except _orjson.JSONDecodeError:
                 pass   # the json module decides (and words the error)
-    return json.loads(data)
+    return fallback(data)
 
 
 def dumps_compact(value: Any) -> str:
