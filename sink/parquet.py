@@ -92,6 +92,7 @@ import os
 import re
 import uuid
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -251,15 +252,16 @@ def commit_seq(conn: Any, batch_id: int) -> int:
     return int(row[0])
 
 
-def changed_rows(conn_or_dsn: Any, batch_id: int) -> dict[str, pa.Table]:
-    """Rows each Parquet table gets from batch ``batch_id`` (``last_batch_id = batch_id``), for the graph topic."""
+def changed_rows(conn_or_dsn: Any, batch_id: int, tables: Iterable[str] | None = None) -> dict[str, pa.Table]:
+    """Rows each Parquet table (of ``tables``, default all) gets from batch ``batch_id`` (``last_batch_id =
+    batch_id``), for the Parquet files and the graph topic."""
     conn, owned = connect(conn_or_dsn)
     try:
         if owned:   # one snapshot for every table
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         seq = commit_seq(conn, batch_id)
         return {name: table_rows(conn, t, f"{t.batch_column} = %(b)s", {"b": batch_id}, batch_id, seq)
-                for name, t in TABLES.items()}
+                for name, t in TABLES.items() if tables is None or name in tables}
     finally:
         if owned:
             conn.close()

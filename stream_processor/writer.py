@@ -15,7 +15,8 @@ Per batch (one unit of work, keyed by ``batch_id``):
    event, to ``openlineage.events.enriched`` (:mod:`stream_processor.enrich`: from ``lineage_events`` and
    what the staging pass handed over in ``stg_event_keys``, two statements and a producer);
 4. driver: the rows the batch changed (``sink.parquet.changed_rows``, read once) to Parquet, then the same rows as
-   the batch's graph changes to ``openlineage.graph`` (key = row id) on a background thread
+   the batch's graph changes to ``openlineage.graph`` (key = row id; every table but the event log,
+   :data:`GRAPH_TOPIC_TABLES`) on a background thread
    (:meth:`GraphBatchWriter.flush_graph`);
 5. metrics from the count rows and the :class:`~sink.model.BatchResult`; ``BatchReport.timings`` has
    ``stage``, ``merge``, ``enrich``, ``parquet``, ``graph`` (seconds).
@@ -282,6 +283,14 @@ def stored_event(row: dict[str, Any]) -> StoredEvent:
     return StoredEvent(event=loads(row["event_json"]), event_hash=row["event_hash"],
                        source=f"{row['source_topic']}[{row['source_partition']}]@{row['source_offset']}",
                        revision=int(row.get("revision") or 0), text=row["event_json"])
+
+
+#: The Parquet tables whose changed rows go to the graph topic: the graph (nodes, edges, column edges) and what
+#: annotates it (runs, provenance, quality). Not ``lineage_events``: the event log is the enriched topic's,
+#: one record per new event with its text; on the graph topic it was the same text again (~90 % of the
+#: topic's bytes, and its key was the run id, so compaction kept one event per run).
+GRAPH_TOPIC_TABLES = ("lineage_nodes", "lineage_edges", "lineage_column_lineage", "lineage_runs",
+                      "lineage_provenance", "lineage_quality")
 
 
 class GraphBatchWriter:
@@ -598,15 +607,22 @@ class GraphBatchWriter:
         return pending
 
     def _publish_graph(self, batch_id: int, changed: dict[str, Any] | None = None) -> None:
-        from sink.parquet import changed_rows
+        """The graph changes of committed batch ``batch_id``: one ``graph_change`` per row the batch changed in each
+        table of :data:`GRAPH_TOPIC_TABLES`, keyed by the row's id (the table's id column), so a compacted topic
+        keeps the current row of each node, edge, column edge, run, provenance and quality record."""
+        from sink.parquet import TABLES, changed_rows
 
         from .publish import RecordPublisher, encode_record, graph_change
 
         publisher = RecordPublisher(self.settings.kafka_config())
-        tables = changed if changed is not None else changed_rows(self.dsn, batch_id)
-        for table, arrow_table in tables.items():
-            for row in arrow_table.to_pylist():
-                row_id = str(row.get("id") or next((v for k, v in row.items() if k.endswith("_id")), ""))
+        tables = changed if changed is not None else changed_rows(self.dsn, batch_id, GRAPH_TOPIC_TABLES)
+        for table in GRAPH_TOPIC_TABLES:
+            arrow_table = tables.get(table)
+            if arrow_table is None or arrow_table.num_rows == 0:
+                continue
+            ids = arrow_table.column(TABLES[table].id_column).to_pylist()
+            for row_id, row in zip(ids, arrow_table.to_pylist()):
+                row_id = str(row_id or "")
                 publisher.publish(self.settings.topic_graph, row_id.encode(),
                                   encode_record("graph_change", graph_change(table, row_id, row, batch_id)))
         publisher.flush()

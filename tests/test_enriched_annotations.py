@@ -168,6 +168,17 @@ def test_committed_but_unpublished_batches_are_published_first(kafka_bootstrap, 
     assert writer.publish_pending_graph() == []
     assert _graph_batches(kafka_bootstrap, topic_names["graph"]) == {1: {"job1"}, 2: {"job2"}, 3: {"job3"}}
 
+    # each record is keyed and identified by its row's id (a compacted topic keeps one record per row), and the
+    # event log is not on the graph topic (the enriched topic carries the events)
+    from sink.parquet import TABLES
+    from stream_processor.writer import GRAPH_TOPIC_TABLES
+
+    changes = [c for c in read_records(kafka_bootstrap, topic_names["graph"], idle_timeout_seconds=5)
+               if isinstance(c, GraphChange)]
+    assert {"lineage_nodes", "lineage_edges", "lineage_runs"} <= {c.table for c in changes} <= set(GRAPH_TOPIC_TABLES)
+    assert all(c.id and c.id == c.payload[TABLES[c.table].id_column] for c in changes)
+    assert len({(c.table, c.id, c.batch_id) for c in changes}) == len(changes)
+
 
 def test_migration_takes_existing_batches_as_published(pg_dsn):
     with GraphStore(pg_dsn) as store:
