@@ -156,7 +156,7 @@ def keys_to_text(keys: EventKeys) -> str:
 
 def keys_from_text(event_hash: str, text: str) -> EventKeys:
     """The inverse of :func:`keys_to_text`."""
-    doc = json.loads(text)
+    doc = loads(text)
     return EventKeys(event_hash, list(doc["p"]), [OutputVersion(*o) for o in doc["o"]], dict(doc["n"]))
 
 

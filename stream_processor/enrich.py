@@ -22,10 +22,10 @@ them: ``enriched``, ``enriched_chunked``, ``enriched_duplicates``, ``enriched_un
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["HANDOVER_SQL", "enrich_batch"]
+__all__ = ["HANDOVER_SQL", "HANDOVER_KEYS_SQL", "enrich_batch"]
 
 #: The handed-over rows of a batch (one per event hash), with the payload of the events new in the graph.
 HANDOVER_SQL = """
@@ -36,12 +36,20 @@ HANDOVER_SQL = """
      ORDER BY k.event_hash, k.part"""
 
 
+#: The same without the event texts, for a caller that has them already (``payloads``).
+HANDOVER_KEYS_SQL = """
+    SELECT DISTINCT ON (event_hash) event_hash, keys, record_key, record
+      FROM stg_event_keys WHERE batch_id = %(b)s ORDER BY event_hash, part"""
+
+
 def enrich_batch(conn: Any, batch_id: int, publisher: Any, topic: str,
-                 bump: Callable[[str, int], None]) -> int:
+                 bump: Callable[[str, int], None], payloads: Mapping[str, str] | None = None) -> int:
     """Publish the enriched records of committed batch ``batch_id`` (module doc) with ``publisher`` (a
     :class:`~stream_processor.publish.RecordPublisher`) on ``conn`` (autocommit psycopg connection);
     returns the records published. The handed-over rows are deleted only after delivery: a failure
-    leaves them for the re-run (records are at-least-once, with stable keys)."""
+    leaves them for the re-run (records are at-least-once, with stable keys). ``payloads``: the texts of
+    the events new in the graph with this batch, by hash, when the caller has read them (the Parquet export's
+    ``lineage_events`` rows: ``first_batch_id = batch_id``, the same set), so they are not read twice."""
     from datetime import UTC, datetime
 
     from sink.annotations_lookup import annotations, dumps, keys_from_text, lookup
@@ -50,7 +58,11 @@ def enrich_batch(conn: Any, batch_id: int, publisher: Any, topic: str,
     from .publish import encode_record
 
     keyed, bare = [], []   # (keys, Kafka key, record, event text) of new events; (Kafka key, record) of unstored
-    for event_hash, keys, key, record, payload in conn.execute(HANDOVER_SQL, {"b": int(batch_id)}).fetchall():
+    if payloads is None:
+        handed = conn.execute(HANDOVER_SQL, {"b": int(batch_id)}).fetchall()
+    else:
+        handed = [(*row, payloads.get(row[0])) for row in conn.execute(HANDOVER_KEYS_SQL, {"b": int(batch_id)})]
+    for event_hash, keys, key, record, payload in handed:
         if keys is None:
             bare.append((key, record))
         elif payload is None:

@@ -277,6 +277,14 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
     return run
 
 
+def _event_texts(changed: dict[str, Any] | None) -> dict[str, str] | None:
+    """``{event_hash: payload}`` of the exported ``lineage_events`` rows (the events new with the batch), or None."""
+    events = None if changed is None else changed.get("lineage_events")
+    if events is None:
+        return None
+    return dict(zip(events.column("event_hash").to_pylist(), events.column("payload").to_pylist()))
+
+
 def stored_event(row: dict[str, Any]) -> StoredEvent:
     """The :class:`~sink.model.StoredEvent` of an accepted decoded row (the staging pass's, and the recombined
     events' in :func:`stream_processor.recombine.recombine_in_store`)."""
@@ -493,19 +501,21 @@ class GraphBatchWriter:
         result = self.retrier.call("merge", lambda: self.finish_store.merge(batch_id),
                                    on_failure=self._reset_finish_store)
         t2 = time.time()
-        if self.config.publish_enriched:
-            self.retrier.call("enrich", lambda: self._enrich(batch_id, counts))
+        changed = self.retrier.call("export", lambda: self._changed_rows(batch_id))
         t3 = time.time()
-        changed = self.retrier.call("parquet", lambda: self._write_parquet(batch_id))
+        if self.config.publish_enriched:
+            self.retrier.call("enrich", lambda: self._enrich(batch_id, counts, _event_texts(changed)))
         t4 = time.time()
+        self.retrier.call("parquet", lambda: self._write_parquet(batch_id, changed))
+        t5 = time.time()
         self._publish_graph_async(batch_id, changed)
         self.retrier.call("unmark", lambda: self.finish_store.conn.execute(
             "DELETE FROM lineage_staged_batches WHERE batch_id = %s", (batch_id,)), on_failure=self._reset_finish_store)
         now = time.time()
         if report and self.on_batch is not None:
             self.on_batch(BatchReport(batch_id, result, counts, committed_at=t2, duration_seconds=now - started,
-                                      timings={**timings, "merge": t2 - t1, "enrich": t3 - t2, "parquet": t4 - t3,
-                                               "graph": now - t4}))
+                                      timings={**timings, "merge": t2 - t1, "enrich": t4 - t3,
+                                               "parquet": (t3 - t2) + (t5 - t4), "graph": now - t5}))
 
     def _recombine(self, batch_id: int) -> Any:
         """The `$self` step of staged ``batch_id`` (recombine.py, :func:`recombine_in_store`), before it is marked:
@@ -525,9 +535,11 @@ class GraphBatchWriter:
             log.info("finishing batch %d, staged by an earlier run", batch_id)
             self._finish(batch_id, {}, time.time(), {}, False)
 
-    def _enrich(self, batch_id: int, counts: dict[tuple[str, str, str], int]) -> None:
-        """The enriched records of committed batch ``batch_id``, from PostgreSQL (stream_processor/enrich.py).
-        Counted into ``counts`` only once it succeeded (a retried call starts over)."""
+    def _enrich(self, batch_id: int, counts: dict[tuple[str, str, str], int],
+                payloads: dict[str, str] | None = None) -> None:
+        """The enriched records of committed batch ``batch_id``, from PostgreSQL (stream_processor/enrich.py), with
+        the event texts ``payloads`` when the export read them. Counted into ``counts`` only once it succeeded (a
+        retried call starts over)."""
         from sink.settings import StoreSettings
 
         from .enrich import enrich_batch
@@ -540,20 +552,27 @@ class GraphBatchWriter:
 
         with _store_module().GraphStore.connect(StoreSettings(postgres_dsn=self.dsn)) as conn:
             enrich_batch(conn, batch_id, RecordPublisher.shared(self.config.kafka_conf), self.config.topic_enriched,
-                         bump)
+                         bump, payloads)
         for key, n in done.items():
             counts[key] = counts.get(key, 0) + n
 
-    def _write_parquet(self, batch_id: int) -> dict[str, Any] | None:
-        """Export the rows ``batch_id`` changed to the Parquet tables; returns them (Arrow tables by name) for
-        the graph publication of the same batch, which then does not read them from PostgreSQL again."""
+    def _changed_rows(self, batch_id: int) -> dict[str, Any] | None:
+        """The rows committed batch ``batch_id`` changed (Arrow tables by name, one snapshot), when there are Parquet
+        tables to write them to: the enrich step takes the new events' texts from them, and the graph publication
+        the rest, so neither reads them from PostgreSQL again. ``None`` without a Parquet directory."""
         if not self.settings.parquet_dir:
             return None
-        from sink.parquet import ParquetGraphStore, changed_rows
+        from sink.parquet import changed_rows
 
-        tables = changed_rows(self.dsn, batch_id)
+        return changed_rows(self.dsn, batch_id)
+
+    def _write_parquet(self, batch_id: int, tables: dict[str, Any] | None) -> None:
+        """Write the rows ``batch_id`` changed (:meth:`_changed_rows`) to the Parquet tables."""
+        if tables is None:
+            return
+        from sink.parquet import ParquetGraphStore
+
         ParquetGraphStore(self.settings.parquet_dir).write_batch(batch_id, tables)
-        return tables
 
     def _publish_graph_async(self, batch_id: int | None, changed: dict[str, Any] | None = None) -> None:
         """Publish the graph changes of ``batch_id`` - and first of every committed batch not yet published

@@ -133,3 +133,38 @@ def test_the_handover_makes_the_enriched_records(pg_dsn, kafka_bootstrap, topic_
     assert with_annotations > 5
     assert by_hash["bad"].quality is None and by_hash["bad"].provenance is None
     assert by_hash["bad"].event == {"job": {"namespace": "n\x00"}}
+
+
+def test_the_exported_texts_make_the_same_records(pg_dsn, kafka_bootstrap, topic_names, demo_events):
+    """The finisher hands the enrich step the new events' texts from the Parquet export (writer._event_texts):
+    the records are those it makes reading the texts from lineage_events itself."""
+    from dataclasses import replace
+
+    from sink.parquet import changed_rows
+    from stream_processor.consumer import EnrichedRecord, read_records
+    from stream_processor.enrich import enrich_batch
+    from stream_processor.publish import RecordPublisher
+    from stream_processor.writer import _event_texts
+
+    events, batch = demo_events[40:70], 7_000_003
+    store = GraphStore(pg_dsn)
+    store.migrate()
+    publisher = RecordPublisher({"bootstrap.servers": kafka_bootstrap})
+    made = {}
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for topic, texts in ((topic_names["enriched"], False), (topic_names["graph"], True)):
+            # staged again for the second run (the merge is then a no-op: the batch is committed)
+            GraphStore.stage_partition(pg_dsn, batch, 0, events, _handover(events))
+            store.merge(batch)
+            payloads = _event_texts(changed_rows(pg_dsn, batch, ["lineage_events"])) if texts else None
+            made[texts] = enrich_batch(conn, batch, publisher, topic, lambda *_: None, payloads)
+    store.close()
+    assert made == {False: len(events), True: len(events)}
+
+    def records(topic: str) -> dict[str, EnrichedRecord]:
+        return {r.event_hash: replace(r, processed_at=None) for r in read_records(kafka_bootstrap, topic,
+                                                                                 idle_timeout_seconds=5)
+                if isinstance(r, EnrichedRecord)}
+
+    from_store = records(topic_names["enriched"])
+    assert len(from_store) == len(events) and records(topic_names["graph"]) == from_store
