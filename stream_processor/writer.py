@@ -32,8 +32,10 @@ no longer persisted.
 Pipelining (migration 011): ``foreachBatch`` returns once batch N is staged and marked in
 ``lineage_staged_batches``; steps 2-4 run on one finisher thread (its own PostgreSQL connection) while
 Spark plans, reads, decodes and stages batch N+1 - the database merges N on one core while the executors
-stage on the other. Before marking N+1, ``foreachBatch`` waits for N's finishing, so a failure there fails
-N+1 (not committed, re-run) and at most one batch is ever in flight; batches are merged in order. Spark
+stage on the other. Before marking N+2, ``foreachBatch`` waits for N's finishing (:data:`FINISH_DEPTH`), so a
+failure there fails N+2 (not committed, re-run) and at most two batches are ever in flight; batches are
+merged in order: once a batch's finishing failed, the finisher runs none after it (N+1 stays marked), and the
+next run's recovery finishes them in order. Spark
 commits N's offsets when ``foreachBatch`` returns, before N is merged, so the staged rows are the only copy
 of N until then: the staging tables are LOGGED (011) and a writer's first call finishes, in order, every
 batch still marked (a crash, or a stop while PostgreSQL was down) before it stages anything. A batch marked
@@ -84,6 +86,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from schemas.errors import StoreError
 from sink.fastjson import loads
 from sink.model import BatchResult, StoredEvent
 
@@ -293,6 +296,12 @@ def stored_event(row: dict[str, Any]) -> StoredEvent:
                        revision=int(row.get("revision") or 0), text=row["event_json"])
 
 
+#: Batches staged, marked and handed to the finisher thread but not finished, at most (module doc: pipelining). With
+#: 1, a batch waited for its predecessor's finishing before it was marked: 0.15-0.22 s per 5,000-event batch in
+#: lineage bench --events 40000 (finish_wait, 2026-11-26), while the finisher (merge, export, enrich, Parquet: ~2.2 s)
+#: was on average faster than Spark's side of a batch (~2.5 s) and only its variance made the wait.
+FINISH_DEPTH = 2
+
 #: The Parquet tables whose changed rows go to the graph topic: the graph (nodes, edges, column edges) and what
 #: annotates it (runs, provenance, quality). Not ``lineage_events``: the event log is the enriched topic's,
 #: one record per new event with its text; on the graph topic it was the same text again (~90 % of the
@@ -319,7 +328,8 @@ class GraphBatchWriter:
         self._store: Any = None
         self._finish_store: Any = None     # the finisher thread's own connection (the merge's transaction)
         self._finish_pool: Any = None
-        self._finish_future: Any = None
+        self._finish_futures: Any = None   # deque of the finisher's futures not yet seen done, oldest first
+        self._finish_failed: int | None = None   # a batch whose finishing failed: the ones after it are not run
         self._graph_pool: Any = None
         self._graph_future: Any = None
         self._cancel = threading.Event()
@@ -442,17 +452,39 @@ class GraphBatchWriter:
         if not has_data and not emitted:
             return  # an empty batch (a tick of the idle source) with no `$self` group due: nothing to commit
         recombined_at = time.time()
-        self.wait_finished()   # the previous batch's failure fails this one, before it is marked
+        # the failure of an earlier batch's finishing fails this one, before it is marked
+        self._wait_finished(keep=FINISH_DEPTH - 1)
         waited = time.time() - recombined_at
         self.retrier.call("mark", lambda: self.store.conn.execute(
             "INSERT INTO lineage_staged_batches (batch_id) VALUES (%s) ON CONFLICT DO NOTHING", (batch_id,)),
             on_failure=self._reset_store)
+        timings = {"stage": staged_at - started, "recombine": recombined_at - staged_at, "finish_wait": waited}
+        self._hand_to_finisher(batch_id, counts, started, timings)
+
+    def _hand_to_finisher(self, batch_id: int, counts: dict[tuple[str, str, str], int], started: float,
+                          timings: dict[str, float]) -> None:
+        """Queue marked batch ``batch_id`` for the finisher thread (module doc: pipelining)."""
         if self._finish_pool is None:
+            from collections import deque
             from concurrent.futures import ThreadPoolExecutor
 
             self._finish_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lineage-finish")
-        timings = {"stage": staged_at - started, "recombine": recombined_at - staged_at, "finish_wait": waited}
-        self._finish_future = self._finish_pool.submit(self._finish, batch_id, counts, started, timings, True)
+            self._finish_futures = deque()
+        self._finish_futures.append(
+            self._finish_pool.submit(self._finish_in_order, batch_id, counts, started, timings, True))
+
+    def _finish_in_order(self, batch_id: int, counts: dict[tuple[str, str, str], int], started: float,
+                         timings: dict[str, float], report: bool) -> None:
+        """:meth:`_finish` on the finisher thread, unless an earlier batch's finishing failed: batches are merged in
+        order, so the later ones stay staged (and marked) for the next run's recovery, in order."""
+        if self._finish_failed is not None:
+            raise StoreError(f"batch {batch_id} not finished: the finishing of batch {self._finish_failed} before it "
+                             "failed (both stay staged; the next run finishes them in order)", code="store.finish")
+        try:
+            self._finish(batch_id, counts, started, timings, report)
+        except BaseException:
+            self._finish_failed = batch_id
+            raise
 
     def _self_groups_due(self) -> bool:
         """True when a `$self` group is due (recombine.py): an empty batch then carries its emission."""
@@ -463,8 +495,7 @@ class GraphBatchWriter:
 
     def settled(self) -> bool:
         """True when no batch waits to be finished and no `$self` group waits in the store (a drain may end)."""
-        future = self._finish_future
-        if future is not None and not future.done():
+        if self._finish_futures and not self._finish_futures[-1].done():   # one thread: the last is done last
             return False
         import psycopg
 
@@ -477,9 +508,20 @@ class GraphBatchWriter:
 
     def wait_finished(self) -> None:
         """Wait until every batch handed to the finisher thread is finished (raises the finisher's error)."""
-        future = self._finish_future
-        if future is not None:
-            future.result()
+        self._wait_finished(keep=0)
+
+    def _wait_finished(self, keep: int) -> None:
+        """Wait until at most ``keep`` batches handed to the finisher are unfinished; raise the first error of any
+        finishing (one that failed stays in the queue: every later wait raises it again)."""
+        futures = self._finish_futures
+        if not futures:
+            return
+        while len(futures) > keep:
+            futures[0].result()
+            futures.popleft()
+        for future in futures:
+            if future.done():
+                future.result()
 
     def drain(self) -> None:
         """Wait for the finisher and the outstanding graph publication: everything committed is written."""

@@ -74,3 +74,39 @@ def test_a_staged_batch_left_by_a_crash_is_finished_first(kafka_bootstrap, topic
     with psycopg.connect(pg_dsn) as conn:
         assert conn.execute("SELECT count(*) FROM lineage_transactions").fetchone()[0] == 2
     writer.close()
+
+
+class _FailsOnce(GraphBatchWriter):
+    """The writer with a finishing that fails for one batch (the seam under test is the queue, not the store)."""
+
+    def __init__(self, settings, failing: int) -> None:
+        super().__init__(settings)
+        self.failing, self.finished, self.release = failing, [], __import__("threading").Event()
+
+    def _finish(self, batch_id, counts, started, timings, report) -> None:
+        self.release.wait(10)
+        self.finished.append(batch_id)
+        if batch_id == self.failing:
+            raise RuntimeError(f"merge of batch {batch_id} failed")
+
+
+def test_the_finisher_queue_keeps_order_and_stops_at_a_failure(kafka_bootstrap, topic_names, tmp_path):
+    """Two batches may wait for the finisher (FINISH_DEPTH); once one fails, none after it is finished (they stay
+    marked for the next run's recovery, in order) and every wait raises the first failure."""
+    from schemas.errors import StoreError
+    from stream_processor.writer import FINISH_DEPTH
+
+    assert FINISH_DEPTH == 2
+    writer = _FailsOnce(test_settings(kafka_bootstrap, topic_names, "postgresql://unused@127.0.0.1:1/x",
+                                      str(tmp_path / "ck")), failing=2)
+    for b in (1, 2, 3):
+        writer._hand_to_finisher(b, {}, 0.0, {})
+    writer._wait_finished(keep=3)                       # three queued, none waited for: returns at once
+    assert not writer.settled() and writer.finished == []
+    writer.release.set()
+    with pytest.raises(RuntimeError, match="batch 2 failed"):
+        writer._wait_finished(keep=FINISH_DEPTH - 1)
+    with pytest.raises(RuntimeError, match="batch 2 failed"):
+        writer.wait_finished()                          # the failure stays: every later wait raises it
+    assert writer.finished == [1, 2]                    # batch 3 was not finished after 2 failed
+    assert isinstance(writer._finish_futures[-1].exception(), StoreError)
