@@ -55,7 +55,7 @@ def enrich_batch(conn: Any, batch_id: int, publisher: Any, topic: str,
     from sink.annotations_lookup import annotations, dumps, keys_from_text, lookup
     from sink.fastjson import loads
 
-    from .publish import encode_record
+    from .avro_records import encode_enriched
 
     keyed, bare = [], []   # (keys, Kafka key, record, event text) of new events; (Kafka key, record) of unstored
     if payloads is None:
@@ -78,7 +78,7 @@ def enrich_batch(conn: Any, batch_id: int, publisher: Any, topic: str,
         nonlocal published
         record["quality"], record["provenance"], record["processed_at"] = quality, provenance, processed_at
         if publisher.publish(topic, bytes(key) if key is not None else None,
-                             encode_record("enriched_record", record)) > 1:
+                             encode_enriched(record)) > 1:
             bump("enriched_chunked", 1)
         published += 1
 

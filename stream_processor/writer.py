@@ -673,7 +673,8 @@ class GraphBatchWriter:
         keeps the current row of each node, edge, column edge, run, provenance and quality record."""
         from sink.parquet import TABLES, changed_rows
 
-        from .publish import RecordPublisher, encode_record, graph_change
+        from .avro_records import encode_graph_change
+        from .publish import RecordPublisher, graph_change
 
         publisher = RecordPublisher(self.settings.kafka_config())
         tables = changed if changed is not None else changed_rows(self.dsn, batch_id, GRAPH_TOPIC_TABLES)
@@ -685,5 +686,5 @@ class GraphBatchWriter:
             for row_id, row in zip(ids, arrow_table.to_pylist()):
                 row_id = str(row_id or "")
                 publisher.publish(self.settings.topic_graph, row_id.encode(),
-                                  encode_record("graph_change", graph_change(table, row_id, row, batch_id)))
+                                  encode_graph_change(graph_change(table, row_id, row, batch_id)))
         publisher.flush()

@@ -1,0 +1,110 @@
+"""Hand-written Avro single-object encoders of the records the finisher publishes most: one
+``enriched_record`` per new event and one ``graph_change`` per changed graph row.
+
+:func:`stream_processor.publish.encode_record` (fastavro's ``schemaless_writer``, which walks the schema on
+every call) took 9.6 µs per demo enriched record and 3.1 µs per graph change (2026-11-26, a loop over 20,000);
+the finisher publishes ~1 of the first and ~5 of the second per event. These write the same bytes field by
+field for the shipped schema version they were written for (:data:`WRITTEN_FOR`: its fingerprint); for any
+other latest version they hand the record to ``encode_record``, so a new schema version is never written
+with an old layout. tests/test_avro_records.py compares them with fastavro on generated records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = ["encode_enriched", "encode_graph_change", "WRITTEN_FOR"]
+
+#: The schema versions (CRC-64-AVRO fingerprints of their canonical form) these encoders write.
+WRITTEN_FOR = {"enriched_record": bytes.fromhex("25e58c8e570d4f40"),
+               "graph_change": bytes.fromhex("4604e7d4dd90c4d4")}
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_GRAPH_OPS = {"upsert": b"\x00", "delete": b"\x02"}   # enum GraphOp index, as an Avro int
+
+
+def _long(n: int) -> bytes:
+    """Avro ``int`` / ``long``: zig-zag, then base-128 varint."""
+    z = (n << 1) ^ (n >> 63)
+    if z < 0x80:
+        return bytes((z,))
+    out = bytearray()
+    while z > 0x7F:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+def _string(s: str) -> bytes:
+    raw = s.encode("utf-8")
+    return _long(len(raw)) + raw
+
+
+def _optional_string(s: str | None) -> bytes:
+    """``["null", "string"]``."""
+    return b"\x00" if s is None else b"\x02" + _string(s)
+
+
+def _micros(t: datetime | int) -> int:
+    """``timestamp-micros`` of an aware datetime (as fastavro computes it), or an int as it is."""
+    if not isinstance(t, datetime):
+        return int(t)
+    delta = t - _EPOCH
+    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _header(name: str) -> bytes | None:
+    """Magic + fingerprint of the latest shipped ``name``, or None when it is not the version written for."""
+    from schemas.avro import latest
+
+    from .publish import SINGLE_OBJECT_MAGIC
+
+    shipped = latest(name)
+    return SINGLE_OBJECT_MAGIC + shipped.fingerprint if shipped.fingerprint == WRITTEN_FOR[name] else None
+
+
+_HEADERS: dict[str, bytes | None] = {}
+
+
+def _encoder(name: str, body: Callable[[Mapping[str, Any]], bytes]) -> Callable[[Mapping[str, Any]], bytes]:
+    def encode(record: Mapping[str, Any]) -> bytes:
+        if name not in _HEADERS:
+            _HEADERS[name] = _header(name)
+        header = _HEADERS[name]
+        if header is None:   # another schema version is the latest: the generic writer
+            from .publish import encode_record
+
+            return encode_record(name, dict(record))
+        return header + body(record)
+
+    encode.__name__ = f"encode_{name}"
+    return encode
+
+
+def _enriched_body(r: Mapping[str, Any]) -> bytes:
+    source, subject = r.get("source"), r.get("subject")
+    return b"".join((
+        _string(r["event"]), _string(r["event_hash"]), _string(r["kind"]),
+        _optional_string(r.get("event_type")), _optional_string(r.get("event_time")),
+        _optional_string(r.get("run_id")), _optional_string(r.get("job_namespace")),
+        _optional_string(r.get("job_name")), _long(int(r["revision"])),
+        b"\x00" if source is None else b"\x02" + _string(source["topic"]) + _long(int(source["partition"]))
+        + _long(int(source["offset"])),
+        b"\x00" if subject is None else b"\x02" + _string(subject["namespace"]) + _string(subject["name"]),
+        _optional_string(r.get("quality")), _optional_string(r.get("provenance")),
+        _long(_micros(r["processed_at"])),
+    ))
+
+
+def _graph_change_body(r: Mapping[str, Any]) -> bytes:
+    return b"".join((_GRAPH_OPS[r["op"]], _string(r["table"]), _string(r["id"]),
+                     _optional_string(r.get("payload")), _long(int(r["batch_id"]))))
+
+
+#: ``encode_record("enriched_record", record)``, the same bytes.
+encode_enriched = _encoder("enriched_record", _enriched_body)
+#: ``encode_record("graph_change", record)``, the same bytes.
+encode_graph_change = _encoder("graph_change", _graph_change_body)
