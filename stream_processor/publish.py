@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import weakref
 from datetime import UTC, datetime
 from typing import Any
 
@@ -132,7 +133,17 @@ class RecordPublisher:
         base = {"linger.ms": 20, "batch.num.messages": 10000, "enable.idempotence": True,
                 "compression.type": "lz4", "queue.buffering.max.messages": 500000, "log_level": 3}
         base.update(conf)
-        base.setdefault("error_cb", self._on_error)
+        # through a weak reference: a bound method would make publisher -> producer -> callback -> publisher a
+        # cycle, and a dropped publisher's librdkafka handle (threads, a thread-local key: at most ~1,000 per
+        # process) would live until the cyclic collector's next full pass
+        ref = weakref.ref(self)
+
+        def on_error(err: Any) -> None:
+            publisher = ref()
+            if publisher is not None:
+                publisher._on_error(err)
+
+        base.setdefault("error_cb", on_error)
         self._producer = Producer(base)
         self.max_bytes = int(base.get("message.max.bytes") or DEFAULT_MESSAGE_MAX_BYTES)
         self.sent = 0

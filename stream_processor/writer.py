@@ -676,7 +676,12 @@ class GraphBatchWriter:
         from .avro_records import encode_graph_change
         from .publish import RecordPublisher, graph_change
 
-        publisher = RecordPublisher(self.settings.kafka_config())
+        # one producer for the writer's graph publications, made again only after a failure (RecordPublisher.shared,
+        # a client.id of its own keeps it apart from the enrich step's): a producer per batch was a librdkafka
+        # handle, its threads and a thread-local key per batch until the cyclic collector freed it, and the
+        # processor died after ~1,000 batches of a soak with "Failed to initialize thread local storage"
+        conf = self.settings.kafka_config()
+        publisher = RecordPublisher.shared({**conf, "client.id": f"{conf.get('client.id') or 'lineage'}-graph"})
         tables = changed if changed is not None else changed_rows(self.dsn, batch_id, GRAPH_TOPIC_TABLES)
         for table in GRAPH_TOPIC_TABLES:
             arrow_table = tables.get(table)
