@@ -38,3 +38,14 @@ def test_the_commands_own_cpu_is_counted_as_driver(tmp_path):
     out = tmp_path / "cpu.json"
     assert main(["--json", str(out), "--", sys.executable, "-c", "pass"]) == 0
     assert set(json.loads(out.read_text())) == {"wall_seconds", "cpu_seconds", "exit_code"}
+
+
+def test_the_series_has_one_line_per_sample(tmp_path) -> None:
+    out = tmp_path / "series.jsonl"
+    # busy for 0.6 s of its own CPU time (not wall time)
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass"
+    assert main(["--series", str(out), "--interval", "0.05", "--", sys.executable, "-c", burn]) == 0
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) >= 3 and all("t" in line for line in lines)
+    # the command (kind "driver"), sample by sample; its last interval before it exits is not seen
+    assert sum(line.get("driver", 0) for line in lines) >= 0.3
