@@ -381,14 +381,14 @@ class ParquetGraphStore:
         if name not in TABLES:
             _guess_id(name)
         schema, id_column = TABLES[name].schema, TABLES[name].id_column
-        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+        tmp = _scratch(target)
         scratch: list[Path] = []
         cursors: list[_Cursor] = []
         out: _GroupWriter | None = None
         try:
             sources: list[tuple[Path, int]] = []
             for path in files:
-                rank = 1 if path.name.startswith("batch=") else 0
+                rank = _rank(path)
                 if _is_sorted(path, id_column):
                     sources.append((path, rank))
                 else:      # written by an earlier version: sort it, in runs spilled next to it
@@ -440,8 +440,7 @@ class ParquetGraphStore:
         parts = []
         for path in files:
             part = pq.read_table(path).replace_schema_metadata(None)
-            rank = 1 if path.name.startswith("batch=") else 0
-            parts.append(part.append_column("_rank", pa.array([rank] * part.num_rows, type=pa.int8())))
+            parts.append(_with_rank(part, _rank(path)))
         return _latest_per_id(pa.concat_tables(parts, promote_options="default"), id_column)
 
     # -- files -----------------------------------------------------------------------------
@@ -459,7 +458,7 @@ class ParquetGraphStore:
     @staticmethod
     def _atomic_write(target: Path, table: pa.Table, id_column: str) -> None:
         """Write ``table`` sorted by ``id_column`` (and marked so) to a temporary file, then rename it."""
-        tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+        tmp = _scratch(target)
         try:
             _write_sorted(tmp, table, id_column)
             os.replace(tmp, target)
@@ -485,6 +484,20 @@ def _latest_per_id(table: pa.Table, id_column: str) -> pa.Table:
         differs = pc.not_equal(ids.slice(1), ids.slice(0, table.num_rows - 1))
         order = order.filter(pa.concat_arrays([pa.array([True]), pc.fill_null(differs, True)]))
     return table.take(order).drop_columns(["_rank"])
+
+
+def _rank(path: Path) -> int:
+    """A file's rank in the reader's rule: 1 for a ``batch=`` file, 0 for a ``base=`` one."""
+    return 1 if path.name.startswith("batch=") else 0
+
+
+def _with_rank(table: pa.Table, rank: int) -> pa.Table:
+    return table.append_column("_rank", pa.array([rank] * table.num_rows, type=pa.int8()))
+
+
+def _scratch(path: Path, tag: str = "") -> Path:
+    """A hidden temporary file beside ``path`` (not matched by the table's file names, unique)."""
+    return path.with_name(f".{path.name}.{tag}{uuid.uuid4().hex}.tmp")
 
 
 def _id_column(name: str) -> str:
@@ -560,7 +573,7 @@ def _sorted_runs(path: Path, schema: pa.Schema, id_column: str) -> list[Path]:
 
     def spill() -> None:
         nonlocal pending, size
-        run = path.with_name(f".{path.name}.run{len(runs)}.{uuid.uuid4().hex}.tmp")
+        run = _scratch(path, f"run{len(runs)}.")
         runs.append(run)
         _write_sorted(run, pa.concat_tables(pending), id_column)
         pending, size = [], 0
@@ -621,7 +634,7 @@ class _Cursor:
             if not batches:
                 return False
             rows = _conform(pa.Table.from_batches(batches), self.schema)
-            self.rows = rows.append_column("_rank", pa.array([self.rank] * rows.num_rows, type=pa.int8()))
+            self.rows = _with_rank(rows, self.rank)
             self.ids = rows.column(self.id_column).combine_chunks()
             _no_null_ids(self.ids, self.id_column)
             self.n, self.row_bytes = rows.num_rows, max(1, size // rows.num_rows)
