@@ -12,7 +12,7 @@ daemons, whatever the daemon module), ``spark-source-runner`` (the Python stream
 Python), ``other``.
 
 Output: a table, and with ``--json FILE`` ``{"wall_seconds", "cpu_seconds": {kind: s}}``. With ``--series FILE``
-(first) also one JSON line per sample, ``{"t": seconds, kind: CPU-s in that interval}``: over ``lineage bench``
+also one JSON line per sample, ``{"t": seconds, kind: CPU-s in that interval}``: over ``lineage bench``
 it shows the dips at each micro-batch's boundary (2026-11-26: ~0.5-1 s at 60-70 % of two cores per ~2.5 s
 batch, only the driver busy), where the batches' CPU is otherwise ~85 % of both cores.
 """
@@ -119,11 +119,15 @@ def cpu_seconds(argv: list[str], interval: float = 0.25,
     return wall, totals, proc.returncode
 
 
-def parse_wrapper_args(args: list[str] | None, doc: str, interval: float) -> tuple[argparse.Namespace, list[str]]:
-    """``[--interval S] [--json FILE] -- CMD...`` of a tool that runs and watches a command."""
+def parse_wrapper_args(args: list[str] | None, doc: str, interval: float,
+                       series: bool = False) -> tuple[argparse.Namespace, list[str]]:
+    """``[--interval S] [--json FILE] [--series FILE] -- CMD...`` of a tool that runs and watches a command
+    (``--series`` only where ``series``)."""
     parser = argparse.ArgumentParser(description=doc.split("\n", 1)[0])
     parser.add_argument("--interval", type=float, default=interval)
     parser.add_argument("--json", dest="json_file")
+    if series:
+        parser.add_argument("--series", help="write one JSON line per sample here")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     ns = parser.parse_args(args)
     command = ns.command[1:] if ns.command[:1] == ["--"] else ns.command
@@ -133,12 +137,8 @@ def parse_wrapper_args(args: list[str] | None, doc: str, interval: float) -> tup
 
 
 def main(args: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if args is None else args)
-    series_file = None
-    if argv[:1] == ["--series"] and len(argv) > 1:   # [--series FILE] first, then the common wrapper options
-        series_file, argv = argv[1], argv[2:]
-    ns, command = parse_wrapper_args(argv, __doc__, 0.25)
-    series = open(series_file, "w", encoding="utf-8") if series_file else None  # noqa: SIM115 - closed below
+    ns, command = parse_wrapper_args(args, __doc__, 0.25, series=True)
+    series = open(ns.series, "w", encoding="utf-8") if ns.series else None  # noqa: SIM115 - closed below
 
     def on_sample(t: float, step: dict[str, float]) -> None:
         series.write(json.dumps({"t": round(t, 2), **{k: round(v, 3) for k, v in sorted(step.items())}}) + "\n")
