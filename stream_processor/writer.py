@@ -285,7 +285,7 @@ def _event_texts(changed: dict[str, Any] | None) -> dict[str, str] | None:
     events = None if changed is None else changed.get("lineage_events")
     if events is None:
         return None
-    return dict(zip(events.column("event_hash").to_pylist(), events.column("payload").to_pylist()))
+    return dict(zip(events.column("event_hash").to_pylist(), events.column("payload").to_pylist(), strict=True))
 
 
 def stored_event(row: dict[str, Any]) -> StoredEvent:
@@ -687,9 +687,9 @@ class GraphBatchWriter:
             arrow_table = tables.get(table)
             if arrow_table is None or arrow_table.num_rows == 0:
                 continue
-            ids = arrow_table.column(TABLES[table].id_column).to_pylist()
-            for row_id, row in zip(ids, arrow_table.to_pylist()):
-                row_id = str(row_id or "")
+            id_column = TABLES[table].id_column
+            for row in arrow_table.to_pylist():
+                row_id = str(row[id_column] or "")
                 publisher.publish(self.settings.topic_graph, row_id.encode(),
                                   encode_graph_change(graph_change(table, row_id, row, batch_id)))
         publisher.flush()
