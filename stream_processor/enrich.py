@@ -7,9 +7,10 @@ annotation keys, the Kafka key of its message and the enriched record without th
 :func:`enrich_batch` needs no second Spark pass over the batch (as it did up to session 9: a persisted
 batch, a Spark job, a Python worker per partition): two statements and a producer.
 
-1. one statement reads the batch's handed-over rows, each with its event's payload when the event is new in
-   the graph with this batch (a duplicate of an event an earlier batch stored gets no second record; a
-   re-run of a committed batch finds the same set);
+1. the batch's handed-over rows, each with its event's payload when the event is new in the graph with this
+   batch (``lineage_events.first_batch_id``; the finisher hands over the texts its Parquet export read, else
+   one statement reads them): a duplicate of an event an earlier batch stored gets no second record, and a
+   re-run of a committed batch finds the same set;
 2. one statement (:data:`sink.annotations_lookup.LOOKUP_SQL`) fetches the provenance and quality rows of
    all their keys;
 3. the records are published to ``openlineage.events.enriched`` and delivered (flushed), then the batch's
@@ -25,21 +26,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["HANDOVER_SQL", "HANDOVER_KEYS_SQL", "enrich_batch"]
+__all__ = ["HANDOVER_SQL", "EVENT_TEXTS_SQL", "enrich_batch"]
 
-#: The handed-over rows of a batch (one per event hash), with the payload of the events new in the graph.
+#: The handed-over rows of a batch (one per event hash).
 HANDOVER_SQL = """
-    SELECT DISTINCT ON (k.event_hash) k.event_hash, k.keys, k.record_key, k.record, e.payload
-      FROM stg_event_keys k
-      LEFT JOIN lineage_events e ON e.event_hash = k.event_hash AND e.first_batch_id = %(b)s
-     WHERE k.batch_id = %(b)s
-     ORDER BY k.event_hash, k.part"""
-
-
-#: The same without the event texts, for a caller that has them already (``payloads``).
-HANDOVER_KEYS_SQL = """
     SELECT DISTINCT ON (event_hash) event_hash, keys, record_key, record
       FROM stg_event_keys WHERE batch_id = %(b)s ORDER BY event_hash, part"""
+
+#: The texts of the events new in the graph with a batch (index lineage_events_batch), when the caller has not
+#: read them already (the Parquet export's rows).
+EVENT_TEXTS_SQL = "SELECT event_hash, payload FROM lineage_events WHERE first_batch_id = %(b)s"
 
 
 def enrich_batch(conn: Any, batch_id: int, publisher: Any, topic: str,
@@ -59,10 +55,9 @@ def enrich_batch(conn: Any, batch_id: int, publisher: Any, topic: str,
 
     keyed, bare = [], []   # (keys, Kafka key, record, event text) of new events; (Kafka key, record) of unstored
     if payloads is None:
-        handed = conn.execute(HANDOVER_SQL, {"b": int(batch_id)}).fetchall()
-    else:
-        handed = [(*row, payloads.get(row[0])) for row in conn.execute(HANDOVER_KEYS_SQL, {"b": int(batch_id)})]
-    for event_hash, keys, key, record, payload in handed:
+        payloads = dict(conn.execute(EVENT_TEXTS_SQL, {"b": int(batch_id)}).fetchall())
+    for event_hash, keys, key, record in conn.execute(HANDOVER_SQL, {"b": int(batch_id)}).fetchall():
+        payload = payloads.get(event_hash)
         if keys is None:
             bare.append((key, record))
         elif payload is None:
