@@ -6,10 +6,10 @@ Per batch (one unit of work, keyed by ``batch_id``):
    ``GraphStore.stage_partition(dsn, batch_id, part, events)`` (one connection per partition, replacing
    ``(batch_id, part)``, so a re-run is a no-op); rejected rows are published to the DLQ. Each task
    returns a handful of count rows - nothing per event reaches the driver;
-1b. driver, on the ``foreachBatch`` thread: the `$self` step (:func:`stream_processor.recombine.recombine_in_store`):
-   the batch's parts absorbed, the due groups' recombined events staged with the batch (one transaction);
-2. driver, on the finisher thread while Spark goes on with the next batch (pipelining, below):
-   ``GraphStore(dsn).merge(batch_id)`` (one transaction, a no-op for a batch already committed);
+2. driver, on the finisher thread while Spark goes on with the next batch (pipelining, below): the `$self` step
+   (:func:`stream_processor.recombine.recombine_in_store`: the batch's parts absorbed, the due groups' recombined
+   events staged with the batch, one transaction; idempotent, so finishing a batch again emits nothing twice),
+   then ``GraphStore(dsn).merge(batch_id)`` (one transaction, a no-op for a batch already committed);
    the quality (WIA §4) and provenance (§3) annotations exist from here on;
 3. driver: the enriched records, each with the ``quality`` and ``provenance`` the graph now holds for its
    event, to ``openlineage.events.enriched`` (:mod:`stream_processor.enrich`: from ``lineage_events`` and
@@ -439,26 +439,15 @@ class GraphBatchWriter:
         self._run_pass("stage", df, _stage_and_publish(self.config, batch_id), counts)
         staged_at = time.time()
         has_data = any(k[0] in ("staged", "rejected", "consumed") and v for k, v in counts.items())
-        emitted = 0
-        if batch_id >= 0 and (has_data or self._self_groups_due()):   # lineage load brings its groups recombined
-            # here, while the finisher merges the previous batch: it only adds rows to this batch's staging
-            step = self.retrier.call("recombine", lambda: self._recombine(batch_id), on_failure=self._reset_store)
-            emitted = step.emitted
-            if emitted:
-                counts[("recombined", "", "")] = counts.get(("recombined", "", ""), 0) + emitted
-            # gauges, not sums: the groups the store holds after this batch's step
-            counts[("self_groups", "pending", "")] = step.pending
-            counts[("self_groups", "held", "")] = step.held
-        if not has_data and not emitted:
+        if not has_data and not (batch_id >= 0 and self._self_groups_due()):
             return  # an empty batch (a tick of the idle source) with no `$self` group due: nothing to commit
-        recombined_at = time.time()
         # the failure of an earlier batch's finishing fails this one, before it is marked
         self._wait_finished(keep=FINISH_DEPTH - 1)
-        waited = time.time() - recombined_at
+        waited = time.time() - staged_at
         self.retrier.call("mark", lambda: self.store.conn.execute(
             "INSERT INTO lineage_staged_batches (batch_id) VALUES (%s) ON CONFLICT DO NOTHING", (batch_id,)),
             on_failure=self._reset_store)
-        timings = {"stage": staged_at - started, "recombine": recombined_at - staged_at, "finish_wait": waited}
+        timings = {"stage": staged_at - started, "finish_wait": waited}
         self._hand_to_finisher(batch_id, counts, started, timings)
 
     def _hand_to_finisher(self, batch_id: int, counts: dict[tuple[str, str, str], int], started: float,
@@ -539,6 +528,9 @@ class GraphBatchWriter:
         """Merge, enrich and export staged batch ``batch_id``, start its graph publication, unmark it and
         report it. Idempotent: a batch finished before (merged, its records published) is a no-op but for
         the Parquet export of its changed rows, which writes the same files again."""
+        t0 = time.time()
+        if batch_id >= 0:   # lineage load brings its groups recombined
+            self._recombine(batch_id, counts)
         t1 = time.time()
         result = self.retrier.call("merge", lambda: self.finish_store.merge(batch_id),
                                    on_failure=self._reset_finish_store)
@@ -556,17 +548,24 @@ class GraphBatchWriter:
         now = time.time()
         if report and self.on_batch is not None:
             self.on_batch(BatchReport(batch_id, result, counts, committed_at=t2, duration_seconds=now - started,
-                                      timings={**timings, "merge": t2 - t1, "enrich": t4 - t3,
+                                      timings={**timings, "recombine": t1 - t0, "merge": t2 - t1, "enrich": t4 - t3,
                                                "parquet": (t3 - t2) + (t5 - t4), "graph": now - t5}))
 
-    def _recombine(self, batch_id: int) -> Any:
-        """The `$self` step of staged ``batch_id`` (recombine.py, :func:`recombine_in_store`), before it is marked:
-        a marked batch has its recombined events staged, so finishing it again (:meth:`_recover`) needs no step."""
+    def _recombine(self, batch_id: int, counts: dict[tuple[str, str, str], int]) -> None:
+        """The `$self` step of marked ``batch_id`` (recombine.py, :func:`recombine_in_store`), on the finisher thread
+        before its merge. Idempotent: finishing a batch again (:meth:`_recover`, a re-run) finds its parts absorbed
+        and its emission recorded (``emitted_batch``), or the batch merged, and emits nothing more with it."""
         from .recombine import recombine_in_store
 
         settings = self.settings
-        return recombine_in_store(self.store.conn, batch_id, settings.recombine_quiet_seconds,
-                                  settings.recombine_state_ttl_seconds, handover=self.config.publish_enriched)
+        step = self.retrier.call("recombine", lambda: recombine_in_store(
+            self.finish_store.conn, batch_id, settings.recombine_quiet_seconds, settings.recombine_state_ttl_seconds,
+            handover=self.config.publish_enriched), on_failure=self._reset_finish_store)
+        if step.emitted:
+            counts[("recombined", "", "")] = counts.get(("recombined", "", ""), 0) + step.emitted
+        # gauges, not sums: the groups the store holds after this batch's step
+        counts[("self_groups", "pending", "")] = step.pending
+        counts[("self_groups", "held", "")] = step.held
 
     def _recover(self) -> None:
         """Finish, in order, every batch a previous run staged completely and did not finish (a crash or a
