@@ -19,9 +19,10 @@ events never meet the recombiner. Before the batch's merge, the writer calls
 before is not new), re-opens their groups, recombines every group quiet for ``quiet_seconds`` into one
 event staged with the batch as part :data:`RECOMBINED_PART` (derived on the driver like any staged event,
 with its enriched-record hand-over), records the emission and drops groups past their TTL.
-The writer runs this step on its finisher thread, once the batch is marked and right before its merge (it
-was on the ``foreachBatch`` thread before the mark up to session 12, where it held up Spark's next batch
-by ~0.3 s): it only adds rows to this batch's staging. Groups and rows commit together, so a crash neither
+The writer runs this step on a thread of its own once the batch is marked, while its finisher thread finishes
+the batch before (it only adds rows to this batch's staging); the finisher waits for it before the batch's
+merge. Up to session 12 it ran on the ``foreachBatch`` thread before the mark, where it held up Spark's next
+batch by ~0.3 s. Groups and rows commit together, so a crash neither
 loses nor repeats an emission; a batch finished twice (recovery of a marked batch, a re-run) emits once
 (``emitted_batch``, or the batch already merged). An idle query still emits: the source's ticks run empty micro-batches and the writer
 finishes one whenever a group is due (:func:`groups_due`).

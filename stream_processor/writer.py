@@ -6,10 +6,11 @@ Per batch (one unit of work, keyed by ``batch_id``):
    ``GraphStore.stage_partition(dsn, batch_id, part, events)`` (one connection per partition, replacing
    ``(batch_id, part)``, so a re-run is a no-op); rejected rows are published to the DLQ. Each task
    returns a handful of count rows - nothing per event reaches the driver;
-2. driver, on the finisher thread while Spark goes on with the next batch (pipelining, below): the `$self` step
-   (:func:`stream_processor.recombine.recombine_in_store`: the batch's parts absorbed, the due groups' recombined
-   events staged with the batch, one transaction; idempotent, so finishing a batch again emits nothing twice),
-   then ``GraphStore(dsn).merge(batch_id)`` (one transaction, a no-op for a batch already committed);
+2. driver, once the batch is marked, on a `$self` thread while the finisher finishes the batch before: the `$self`
+   step (:func:`stream_processor.recombine.recombine_in_store`: the batch's parts absorbed, the due groups'
+   recombined events staged with the batch, one transaction; idempotent, so finishing a batch again emits nothing
+   twice); then, on the finisher thread while Spark goes on with the next batch (pipelining, below), once the step
+   is done: ``GraphStore(dsn).merge(batch_id)`` (one transaction, a no-op for a batch already committed);
    the quality (WIA §4) and provenance (§3) annotations exist from here on;
 3. driver: the enriched records, each with the ``quality`` and ``provenance`` the graph now holds for its
    event, to ``openlineage.events.enriched`` (:mod:`stream_processor.enrich`: from ``lineage_events`` and
@@ -328,6 +329,8 @@ class GraphBatchWriter:
         self._store: Any = None
         self._finish_store: Any = None     # the finisher thread's own connection (the merge's transaction)
         self._finish_pool: Any = None
+        self._self_store: Any = None       # the `$self` step's thread's own connection
+        self._self_pool: Any = None
         self._finish_futures: Any = None   # deque of the finisher's futures not yet seen done, oldest first
         self._finish_failed: int | None = None   # a batch whose finishing failed: the ones after it are not run
         self._graph_pool: Any = None
@@ -353,10 +356,16 @@ class GraphBatchWriter:
         if store is not None:
             store.close()
 
+    def _reset_self_store(self) -> None:
+        store, self._self_store = self._self_store, None
+        if store is not None:
+            store.close()
+
     def close(self) -> None:
         """Close the writer's PostgreSQL connections (after :meth:`drain`)."""
         self._reset_store()
         self._reset_finish_store()
+        self._reset_self_store()
 
     @property
     def store(self) -> Any:
@@ -458,19 +467,23 @@ class GraphBatchWriter:
             from concurrent.futures import ThreadPoolExecutor
 
             self._finish_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lineage-finish")
+            self._self_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lineage-self")
             self._finish_futures = deque()
+        # the `$self` step of a batch runs on a thread of its own while the finisher merges the batch before it
+        # (it only adds rows to this batch's staging); the finisher waits for it before this batch's merge
+        step = self._self_pool.submit(self._recombine, batch_id, counts) if batch_id >= 0 else None
         self._finish_futures.append(
-            self._finish_pool.submit(self._finish_in_order, batch_id, counts, started, timings, True))
+            self._finish_pool.submit(self._finish_in_order, batch_id, counts, started, timings, True, step))
 
     def _finish_in_order(self, batch_id: int, counts: dict[tuple[str, str, str], int], started: float,
-                         timings: dict[str, float], report: bool) -> None:
+                         timings: dict[str, float], report: bool, step: Any = None) -> None:
         """:meth:`_finish` on the finisher thread, unless an earlier batch's finishing failed: batches are merged in
         order, so the later ones stay staged (and marked) for the next run's recovery, in order."""
         if self._finish_failed is not None:
             raise StoreError(f"batch {batch_id} not finished: the finishing of batch {self._finish_failed} before it "
                              "failed (both stay staged; the next run finishes them in order)", code="store.finish")
         try:
-            self._finish(batch_id, counts, started, timings, report)
+            self._finish(batch_id, counts, started, timings, report, step)
         except BaseException:
             self._finish_failed = batch_id
             raise
@@ -524,12 +537,14 @@ class GraphBatchWriter:
         return self._finish_store
 
     def _finish(self, batch_id: int, counts: dict[tuple[str, str, str], int], started: float,
-                timings: dict[str, float], report: bool) -> None:
+                timings: dict[str, float], report: bool, step: Any = None) -> None:
         """Merge, enrich and export staged batch ``batch_id``, start its graph publication, unmark it and
         report it. Idempotent: a batch finished before (merged, its records published) is a no-op but for
         the Parquet export of its changed rows, which writes the same files again."""
         t0 = time.time()
-        if batch_id >= 0:   # lineage load brings its groups recombined
+        if step is not None:
+            step.result()   # the batch's `$self` step, run beside the previous batch's finishing (a failure fails this)
+        elif batch_id >= 0:   # lineage load brings its groups recombined
             self._recombine(batch_id, counts)
         t1 = time.time()
         result = self.retrier.call("merge", lambda: self.finish_store.merge(batch_id),
@@ -551,16 +566,23 @@ class GraphBatchWriter:
                                       timings={**timings, "recombine": t1 - t0, "merge": t2 - t1, "enrich": t4 - t3,
                                                "parquet": (t3 - t2) + (t5 - t4), "graph": now - t5}))
 
+    @property
+    def self_store(self) -> Any:
+        if self._self_store is None:
+            self._self_store = self.retrier.call("connect", lambda: _store_module().GraphStore(self.dsn))
+        return self._self_store
+
     def _recombine(self, batch_id: int, counts: dict[tuple[str, str, str], int]) -> None:
-        """The `$self` step of marked ``batch_id`` (recombine.py, :func:`recombine_in_store`), on the finisher thread
-        before its merge. Idempotent: finishing a batch again (:meth:`_recover`, a re-run) finds its parts absorbed
-        and its emission recorded (``emitted_batch``), or the batch merged, and emits nothing more with it."""
+        """The `$self` step of marked ``batch_id`` (recombine.py, :func:`recombine_in_store`), before its merge: on
+        the `$self` thread (its own connection) for a batch of this run, inline for a recovered one. Idempotent:
+        finishing a batch again (:meth:`_recover`, a re-run) finds its parts absorbed and its emission recorded
+        (``emitted_batch``), or the batch merged, and emits nothing more with it."""
         from .recombine import recombine_in_store
 
         settings = self.settings
         step = self.retrier.call("recombine", lambda: recombine_in_store(
-            self.finish_store.conn, batch_id, settings.recombine_quiet_seconds, settings.recombine_state_ttl_seconds,
-            handover=self.config.publish_enriched), on_failure=self._reset_finish_store)
+            self.self_store.conn, batch_id, settings.recombine_quiet_seconds, settings.recombine_state_ttl_seconds,
+            handover=self.config.publish_enriched), on_failure=self._reset_self_store)
         if step.emitted:
             counts[("recombined", "", "")] = counts.get(("recombined", "", ""), 0) + step.emitted
         # gauges, not sums: the groups the store holds after this batch's step
@@ -673,7 +695,7 @@ class GraphBatchWriter:
         from sink.parquet import TABLES, changed_rows
 
         from .avro_records import encode_graph_change
-        from .publish import RecordPublisher, graph_change
+        from .publish import RecordPublisher, graph_change, payload_rows
 
         # one producer for the writer's graph publications, made again only after a failure (RecordPublisher.shared,
         # a client.id of its own keeps it apart from the enrich step's): a producer per batch was a librdkafka
@@ -687,7 +709,7 @@ class GraphBatchWriter:
             if arrow_table is None or arrow_table.num_rows == 0:
                 continue
             id_column = TABLES[table].id_column
-            for row in arrow_table.to_pylist():
+            for row in payload_rows(arrow_table):
                 row_id = str(row[id_column] or "")
                 publisher.publish(self.settings.topic_graph, row_id.encode(),
                                   encode_graph_change(graph_change(table, row_id, row, batch_id)))

@@ -69,3 +69,25 @@ def test_another_latest_version_goes_to_the_generic_writer(monkeypatch) -> None:
     change = {"op": "upsert", "table": "t", "id": "x", "payload": "{}", "batch_id": 3}
     assert encode_graph_change(change) == encode_record("graph_change", change)
     assert avro_records._HEADERS["graph_change"] is None      # written by encode_record, not by hand
+
+
+def test_payload_rows_write_the_payloads_to_pylist_gives() -> None:
+    import pyarrow as pa
+
+    from stream_processor.publish import payload_rows
+
+    times = [datetime(2024, 1, 1, 7, 39, 20, 484000, tzinfo=UTC), datetime(2024, 1, 1, 7, 39, 20, tzinfo=UTC), None,
+             datetime(1969, 12, 31, 23, 59, 59, 1, tzinfo=UTC), datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+             datetime(1, 1, 1, 0, 0, 0, 5, tzinfo=UTC)]
+    table = pa.table({
+        "id": pa.array(["a", "b", None, "d", "e", "f"]),
+        "seen": pa.array(times, type=pa.timestamp("us", tz="UTC")),
+        "ms": pa.array(times, type=pa.timestamp("ms", tz="UTC")),      # not the export's type: left to str()
+        "n": pa.array([1, None, 3, -4, 2**62, 0], type=pa.int64()),
+        "flag": pa.array([True, False, None, True, False, True]),
+        "doc": pa.array(['{"a": 1}', "{}", None, '{"é": "\\u0000"}', "[]", "null"]),
+    })
+    rows = payload_rows(table)
+    assert [graph_change("t", "x", r, 1) for r in rows] == [graph_change("t", "x", r, 1) for r in table.to_pylist()]
+    assert rows[0]["seen"] == "2024-01-01 07:39:20.484000+00:00" and rows[1]["seen"] == "2024-01-01 07:39:20+00:00"
+    assert rows[2]["seen"] is None

@@ -83,7 +83,10 @@ class _FailsOnce(GraphBatchWriter):
         super().__init__(settings)
         self.failing, self.finished, self.release = failing, [], __import__("threading").Event()
 
-    def _finish(self, batch_id, counts, started, timings, report) -> None:
+    def _recombine(self, batch_id, counts) -> None:   # the `$self` step's thread: nothing to absorb here
+        pass
+
+    def _finish(self, batch_id, counts, started, timings, report, step=None) -> None:
         self.release.wait(10)
         self.finished.append(batch_id)
         if batch_id == self.failing:
