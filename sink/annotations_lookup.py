@@ -37,7 +37,7 @@ from .fastjson import OrjsonError, dumps_sorted, loads, orjson_key
 from .model import StoredEvent
 
 __all__ = ["EventKeys", "OutputVersion", "FoundAnnotations", "event_keys", "keys_from_rows", "keys_to_text",
-           "keys_from_text", "lookup", "lookup_partition", "annotations", "dumps", "LOOKUP_SQL"]
+           "keys_from_text", "lookup", "lookup_partition", "found_in_rows", "annotations", "dumps", "LOOKUP_SQL"]
 
 _V = {c: i for i, c in enumerate(STAGING_COLUMNS["stg_dataset_versions"])}
 _IO = {c: i for i, c in enumerate(STAGING_COLUMNS["stg_run_io"])}
@@ -164,17 +164,50 @@ def keys_from_text(event_hash: str, text: str) -> EventKeys:
     return EventKeys(event_hash, list(doc["p"]), [OutputVersion(*o) for o in doc["o"]], dict(doc["n"]))
 
 
+def found_in_rows(provenance: Any = None, quality: Any = None) -> FoundAnnotations:
+    """The provenance and quality documents :func:`lookup` would return, made from rows of ``lineage_provenance``
+    and ``lineage_quality`` as Arrow tables (the columns of ``sink.parquet.TABLES``: the Parquet export's rows of
+    the batch, read once for the files, the graph topic and here): times in :data:`LOOKUP_SQL`'s format, jsonb
+    columns parsed. Each document equals the statement's (tests/test_enriched_annotations.py)."""
+    import pyarrow.compute as pc
+
+    found = FoundAnnotations()
+    for table, into, plain, time_column, docs in (
+            (provenance, found.provenance, ("provenance_id", "node_id", "event_type"), "event_time",
+             ("agent", "operation", "context", "tracing")),
+            (quality, found.quality, ("quality_id", "node_id"), "measured_at", ("metrics", "validations", "anomalies"))):
+        if table is None or table.num_rows == 0:
+            continue
+        times = pc.binary_join_element_wise(pc.strftime(table.column(time_column), format="%Y-%m-%dT%H:%M:%S"),
+                                            "Z", "")   # %S with the 6 digits of the microseconds, as to_char's .US
+        columns = [table.column(name).to_pylist() for name in plain]
+        texts = [table.column(name).to_pylist() for name in docs]
+        for key, values, time, doc_texts in zip(columns[0], zip(*columns, strict=True), times.to_pylist(),
+                                                zip(*texts, strict=True), strict=True):
+            doc = dict(zip(plain, values, strict=True))
+            doc[time_column] = time
+            for name, text in zip(docs, doc_texts, strict=True):
+                doc[name] = None if text is None else loads(text)
+            into[key] = doc
+    return found
+
+
 def lookup(conn: Any, batch_id: int, hashes: Iterable[str], provenance_ids: Iterable[str],
-           quality_ids: Iterable[str]) -> FoundAnnotations:
+           quality_ids: Iterable[str], known: FoundAnnotations | None = None) -> FoundAnnotations:
     """One statement on ``conn`` (a psycopg connection): see :data:`LOOKUP_SQL`. The jsonb documents are read
     with :func:`sink.fastjson.loads` (orjson where it gives the json module's value): with psycopg's default,
-    ``json.loads``, reading them was ~12 % of the enrich pass (cProfile, ``LINEAGE_PROFILE_DIR``)."""
+    ``json.loads``, reading them was ~12 % of the enrich pass (cProfile, ``LINEAGE_PROFILE_DIR``). ``known``:
+    documents the caller has (:func:`found_in_rows`); only the others are looked up, and none when none is
+    missing."""
     from psycopg.types.json import set_json_loads
 
-    set_json_loads(loads, conn)
-    found = FoundAnnotations()
+    found = known if known is not None else FoundAnnotations()
     params = {"b": int(batch_id), "hashes": list(dict.fromkeys(hashes)),
-              "prov": list(dict.fromkeys(provenance_ids)), "quality": list(dict.fromkeys(quality_ids))}
+              "prov": [p for p in dict.fromkeys(provenance_ids) if p not in found.provenance],
+              "quality": [q for q in dict.fromkeys(quality_ids) if q not in found.quality]}
+    if not (params["hashes"] or params["prov"] or params["quality"]):
+        return found
+    set_json_loads(loads, conn)
     # one JSON array for all the rows: psycopg calls the loader once, not once per document (the per-row
     # fetch with a jsonb column was 30 of the driver's 538 py-spy samples in lineage bench --events 20000);
     # the documents come out of it parsed

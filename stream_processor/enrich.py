@@ -39,13 +39,16 @@ EVENT_TEXTS_SQL = "SELECT event_hash, payload FROM lineage_events WHERE first_ba
 
 
 def enrich_batch(conn: Any, batch_id: int, publisher: Any, topic: str,
-                 bump: Callable[[str, int], None], payloads: Mapping[str, str] | None = None) -> int:
+                 bump: Callable[[str, int], None], payloads: Mapping[str, str] | None = None,
+                 known: Any = None) -> int:
     """Publish the enriched records of committed batch ``batch_id`` (module doc) with ``publisher`` (a
     :class:`~stream_processor.publish.RecordPublisher`) on ``conn`` (autocommit psycopg connection);
     returns the records published. The handed-over rows are deleted only after delivery: a failure
     leaves them for the re-run (records are at-least-once, with stable keys). ``payloads``: the texts of
     the events new in the graph with this batch, by hash, when the caller has read them (the Parquet export's
-    ``lineage_events`` rows: ``first_batch_id = batch_id``, the same set), so they are not read twice."""
+    ``lineage_events`` rows: ``first_batch_id = batch_id``, the same set), so they are not read twice. ``known``:
+    the annotation documents the caller has (:func:`sink.annotations_lookup.found_in_rows` of the export's
+    provenance and quality rows); the look-up reads only the others (rows an earlier batch changed last)."""
     from datetime import UTC, datetime
 
     from sink.annotations_lookup import annotations, dumps, keys_from_text, lookup
@@ -65,7 +68,7 @@ def enrich_batch(conn: Any, batch_id: int, publisher: Any, topic: str,
         else:
             keyed.append((keys_from_text(event_hash, keys), key, record, payload))
     found = lookup(conn, batch_id, (), (p for k, *_ in keyed for p in k.provenance_ids),
-                   (o.quality_id for k, *_ in keyed for o in k.outputs))
+                   (o.quality_id for k, *_ in keyed for o in k.outputs), known)
     processed_at = datetime.now(UTC)
     published = 0
 

