@@ -180,15 +180,13 @@ def found_in_rows(provenance: Any = None, quality: Any = None) -> FoundAnnotatio
             continue
         times = pc.binary_join_element_wise(pc.strftime(table.column(time_column), format="%Y-%m-%dT%H:%M:%S"),
                                             "Z", "")   # %S with the 6 digits of the microseconds, as to_char's .US
-        columns = [table.column(name).to_pylist() for name in plain]
-        texts = [table.column(name).to_pylist() for name in docs]
-        for key, values, time, doc_texts in zip(columns[0], zip(*columns, strict=True), times.to_pylist(),
-                                                zip(*texts, strict=True), strict=True):
-            doc = dict(zip(plain, values, strict=True))
-            doc[time_column] = time
-            for name, text in zip(docs, doc_texts, strict=True):
-                doc[name] = None if text is None else loads(text)
-            into[key] = doc
+        columns = [table.column(name).to_pylist() for name in plain] + [times.to_pylist()]
+        # each jsonb column parsed in one call, as one JSON array (a parse per document was ~2x the time)
+        columns += [loads("[" + ",".join("null" if t is None else t for t in table.column(name).to_pylist()) + "]")
+                    for name in docs]
+        names = (*plain, time_column, *docs)
+        for values in zip(*columns, strict=True):
+            into[values[0]] = dict(zip(names, values, strict=True))
     return found
 
 
