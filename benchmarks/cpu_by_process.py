@@ -119,15 +119,17 @@ def cpu_seconds(argv: list[str], interval: float = 0.25,
     return wall, totals, proc.returncode
 
 
-def parse_wrapper_args(args: list[str] | None, doc: str, interval: float,
-                       series: bool = False) -> tuple[argparse.Namespace, list[str]]:
+def parse_wrapper_args(args: list[str] | None, doc: str, interval: float, series: bool = False,
+                       options: Any = None) -> tuple[argparse.Namespace, list[str]]:
     """``[--interval S] [--json FILE] [--series FILE] -- CMD...`` of a tool that runs and watches a command
-    (``--series`` only where ``series``)."""
+    (``--series`` only where ``series``; ``options(parser)`` adds the tool's own)."""
     parser = argparse.ArgumentParser(description=doc.split("\n", 1)[0])
     parser.add_argument("--interval", type=float, default=interval)
     parser.add_argument("--json", dest="json_file")
     if series:
         parser.add_argument("--series", help="write one JSON line per sample here")
+    if options is not None:
+        options(parser)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     ns = parser.parse_args(args)
     command = ns.command[1:] if ns.command[:1] == ["--"] else ns.command

@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from .cpu_by_process import cpu_seconds
+    from .cpu_by_process import cpu_seconds, parse_wrapper_args
     from .spark_timeline import read_events
 except ImportError:  # run as a script
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from benchmarks.cpu_by_process import cpu_seconds
+    from benchmarks.cpu_by_process import cpu_seconds, parse_wrapper_args
     from benchmarks.spark_timeline import read_events
 
 __all__ = ["drain_window", "main"]
@@ -61,16 +61,11 @@ def drain_window(events: list[dict[str, Any]], min_rows: int) -> tuple[float, fl
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--interval", type=float, default=0.25)
-    parser.add_argument("--min-rows", type=int, default=1000, help="batches with more rows than this are the drain's")
-    parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--json", dest="json_file")
-    parser.add_argument("command", nargs=argparse.REMAINDER)
-    ns = parser.parse_args(argv)
-    command = ns.command[1:] if ns.command[:1] == ["--"] else ns.command
-    if not command:
-        parser.error("no command (put it after --)")
+    def options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--min-rows", type=int, default=1000, help="batches with more rows than this are the drain's")
+        parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
+
+    ns, command = parse_wrapper_args(argv, __doc__, 0.25, options=options)
     samples: list[tuple[float, dict[str, float]]] = []
     with tempfile.TemporaryDirectory(prefix="drain-cpu-") as log_dir:
         os.environ["LINEAGE_SPARK_EVENT_LOG"] = log_dir
