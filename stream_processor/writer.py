@@ -544,7 +544,7 @@ class GraphBatchWriter:
         t0 = time.time()
         if step is not None:
             step.result()   # the batch's `$self` step, run beside the previous batch's finishing (a failure fails this)
-        elif batch_id >= 0:   # lineage load brings its groups recombined
+        elif batch_id >= 0:   # a recovered batch (lineage load's, negative ids, bring their groups recombined)
             self._recombine(batch_id, counts)
         t1 = time.time()
         result = self.retrier.call("merge", lambda: self.finish_store.merge(batch_id),
