@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["frozen_heap", "settle_long_lived_heap"]
+__all__ = ["frozen_heap"]
 
 _lock = threading.Lock()
 _depth = 0
@@ -77,21 +77,3 @@ def frozen_heap() -> Iterator[None]:
                 elif _mode == "pause":
                     gc.enable()
                 _mode = None
-
-
-def settle_long_lived_heap() -> None:
-    """For a long-running process once it has started (the stream processor's driver, after its query started):
-    every object that exists now goes to the permanent generation (``gc.freeze``: modules, PySpark, py4j, the
-    session), out of the reach of full collections.
-
-    The driver's finisher, `$self` and graph threads allocate hundreds of thousands of short-lived containers per
-    batch, and every full collection walked the start-up heap too: 26 full collections of ~117 ms each (3.0 s)
-    in one ``lineage bench --events 40000``, each stopping every thread of the driver; with the start-up heap
-    frozen, 9 of ~70 ms (0.64 s, most of them before the query started; gc callbacks, 2026-11-26). Start-up
-    objects live as long as the process anyway. (A young threshold of 10,000 instead of 700 made the young
-    collections cost more in total: 0.76 -> 1.05 s; not done.) Blocks of :func:`frozen_heap` in the process
-    pause the collector from here on instead of freezing (module doc)."""
-    if not gc.isenabled():
-        return
-    gc.collect()
-    gc.freeze()

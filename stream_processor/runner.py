@@ -260,8 +260,6 @@ def run_processor(settings: ProcessorSettings, available_now: bool = False, spar
                   metrics: ProcessorMetrics | None = None, on_batch: Callable[[Any], None] | None = None,
                   stop_event: threading.Event | None = None, timeout_seconds: float | None = None) -> ProcessorMetrics:
     """Run the query until stopped (SIGTERM / SIGINT / ``stop_event``) or, with ``available_now``, drained."""
-    from sink.heap import settle_long_lived_heap
-
     from .pipeline import start_query
     from .session import build_spark_session
     from .writer import GraphBatchWriter
@@ -299,7 +297,6 @@ def run_processor(settings: ProcessorSettings, available_now: bool = False, spar
             # quiet period (the wait in _watch)
             run_settings = settings.model_copy(update={"tick_seconds": DRAIN_TICK_SECONDS}) if available_now else settings
             query = start_query(spark, run_settings, writer)
-            settle_long_lived_heap()   # the start-up heap out of the collector's way (sink/heap.py)
             outcome = None
             try:
                 outcome = _watch(query, stop, run_settings, metrics, status, status_interval_seconds, targets,

@@ -106,27 +106,3 @@ def test_the_collector_is_restored_when_the_block_raises() -> None:
         raise RuntimeError("boom")
     assert gc.get_freeze_count() == 0
     assert gc.isenabled()
-
-
-def test_a_long_lived_process_freezes_its_start_up_heap_and_blocks_then_pause() -> None:
-    """The driver after its query started (stream_processor/runner.py): what exists is frozen for good, a block
-    pauses the collector (it never unfreezes what it did not freeze), and cycles made later are still collected."""
-    from sink.heap import settle_long_lived_heap
-
-    start_up = [{"module": i} for i in range(1000)]
-    try:
-        settle_long_lived_heap()
-        assert gc.get_freeze_count() >= len(start_up) and gc.isenabled()
-        with frozen_heap():
-            assert not gc.isenabled()           # paused: the process froze its own objects
-        assert gc.isenabled() and gc.get_freeze_count() >= len(start_up)
-
-        class Node:
-            pass
-
-        a, b = Node(), Node()
-        a.other, b.other = b, a
-        del a, b
-        assert gc.collect() >= 2                 # made after the freeze: collectable
-    finally:
-        gc.unfreeze()
