@@ -346,20 +346,27 @@ class GraphBatchWriter:
         """Stop waiting for PostgreSQL (the processor is stopping): a waiting batch raises and is not committed."""
         self._cancel.set()
 
-    def _reset_store(self) -> None:
-        store, self._store = self._store, None
+    def _drop(self, slot: str) -> None:
+        """Close and forget the connection in attribute ``slot`` (``_store``, ``_finish_store``, ``_self_store``)."""
+        store = getattr(self, slot)
+        setattr(self, slot, None)
         if store is not None:
             store.close()
+
+    def _connected(self, slot: str) -> Any:
+        """The connection in attribute ``slot``, made (with the retrier) when there is none."""
+        if getattr(self, slot) is None:
+            setattr(self, slot, self.retrier.call("connect", lambda: _store_module().GraphStore(self.dsn)))
+        return getattr(self, slot)
+
+    def _reset_store(self) -> None:
+        self._drop("_store")
 
     def _reset_finish_store(self) -> None:
-        store, self._finish_store = self._finish_store, None
-        if store is not None:
-            store.close()
+        self._drop("_finish_store")
 
     def _reset_self_store(self) -> None:
-        store, self._self_store = self._self_store, None
-        if store is not None:
-            store.close()
+        self._drop("_self_store")
 
     def close(self) -> None:
         """Close the writer's PostgreSQL connections (after :meth:`drain`)."""
@@ -532,9 +539,7 @@ class GraphBatchWriter:
 
     @property
     def finish_store(self) -> Any:
-        if self._finish_store is None:
-            self._finish_store = self.retrier.call("connect", lambda: _store_module().GraphStore(self.dsn))
-        return self._finish_store
+        return self._connected("_finish_store")
 
     def _finish(self, batch_id: int, counts: dict[tuple[str, str, str], int], started: float,
                 timings: dict[str, float], report: bool, step: Any = None) -> None:
@@ -568,9 +573,7 @@ class GraphBatchWriter:
 
     @property
     def self_store(self) -> Any:
-        if self._self_store is None:
-            self._self_store = self.retrier.call("connect", lambda: _store_module().GraphStore(self.dsn))
-        return self._self_store
+        return self._connected("_self_store")
 
     def _recombine(self, batch_id: int, counts: dict[tuple[str, str, str], int]) -> None:
         """The `$self` step of marked ``batch_id`` (recombine.py, :func:`recombine_in_store`), before its merge: on
