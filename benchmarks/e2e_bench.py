@@ -14,6 +14,11 @@ given), and printed / written as JSON with the keys of DESIGN.md:
 - ``kafka_consume_events_per_s``: a plain confluent-kafka consume of the same topic;
   ``pg_copy_rows_per_s``: raw ``COPY`` of the same events into a jsonb table;
   ``naive_events_per_s``: a consumer inserting each event in its own transaction (a sample).
+- ``latency_parts_s``: where a latency-phase record's time goes, medians over that phase's batches (and the
+  batch at the 95th percentile of ``oldest``): ``waited`` from its oldest record's produce time to the batch's
+  start (the trigger, the batch before it), ``stage`` (Spark's staging job), ``queue`` (from the hand-over to the
+  finisher until it takes the batch: the batch before it still finishing, the mark), ``recombine`` (waiting for
+  the `$self` step), ``merge``; ``oldest`` = their sum = that record's latency; ``events`` per batch.
 - ``peak_rss_bytes``: peak resident memory of this process and its children (JVM, Python workers).
 """
 
@@ -30,7 +35,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["run_bench", "BenchConfig"]
+__all__ = ["run_bench", "BenchConfig", "latency_parts"]
 
 
 class BenchConfig:
@@ -244,6 +249,35 @@ def _percentile(samples: list[tuple[float, int]], q: float) -> float | None:
     return round(max(v for v, _ in samples), 3)
 
 
+def latency_parts(reports: Iterable[Any]) -> dict[str, Any]:
+    """``latency_parts_s`` (module doc) of the batches ``reports`` (``BatchReport``) that carried records."""
+    from stream_processor.writer import LATENCY_BUCKET_MS
+
+    parts = []
+    for r in reports:
+        buckets = [int(a) for (m, a, _b) in r.counts if m == "ts_bucket"]
+        if not buckets or not r.started_at:
+            continue
+        t = r.timings
+        oldest = r.committed_at - min(buckets) / 1000 - LATENCY_BUCKET_MS / 2000
+        waited = r.started_at - min(buckets) / 1000 - LATENCY_BUCKET_MS / 2000
+        steps = {k: t.get(k, 0.0) for k in ("stage", "recombine", "merge")}
+        queue = r.committed_at - r.started_at - sum(steps.values())
+        parts.append({"events": r.total("consumed"), "waited": waited, **steps, "queue": queue, "oldest": oldest})
+    if not parts:
+        return {}
+
+    def median(key: str) -> float:
+        values = sorted(p[key] for p in parts)
+        return round(values[len(values) // 2], 3)
+
+    by_oldest = sorted(parts, key=lambda p: p["oldest"])
+    p95 = by_oldest[min(int(0.95 * len(by_oldest)), len(by_oldest) - 1)]
+    keys = ("events", "waited", "stage", "queue", "recombine", "merge", "oldest")
+    return {"batches": len(parts), "median": {k: median(k) for k in keys},
+            "p95_batch": {k: round(p95[k], 3) for k in keys}}
+
+
 def run_bench(cfg: BenchConfig) -> dict[str, Any]:
     from lineage.embedded.broker import EmbeddedBroker, create_topics
     from stream_processor.runner import run_processor
@@ -328,6 +362,7 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
         for q, key in ((0.5, "latency_p50_s"), (0.95, "latency_p95_s"), (0.99, "latency_p99_s")):
             results[key] = _percentile(samples, q)
         results["latency_events"] = sum(n for _, n in samples)
+        results["latency_parts_s"] = latency_parts(lat_reports)
         sampler.stop.set()
         results["peak_rss_bytes"] = max(sampler.peak, _tree_rss(os.getpid()))
         return results

@@ -129,6 +129,8 @@ class BatchReport:
     counts: dict[tuple[str, str, str], int] = field(default_factory=dict)
     committed_at: float = 0.0
     duration_seconds: float = 0.0
+    #: when Spark handed the batch to ``foreachBatch`` (``time.time()``)
+    started_at: float = 0.0
     #: seconds per step: ``stage`` (executors), ``merge``, ``enrich`` (executors), ``parquet``, ``graph``
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -568,6 +570,7 @@ class GraphBatchWriter:
         now = time.time()
         if report and self.on_batch is not None:
             self.on_batch(BatchReport(batch_id, result, counts, committed_at=t2, duration_seconds=now - started,
+                                      started_at=started,
                                       timings={**timings, "recombine": t1 - t0, "merge": t2 - t1, "enrich": t4 - t3,
                                                "parquet": (t3 - t2) + (t5 - t4), "graph": now - t5}))
 

@@ -33,3 +33,27 @@ def test_real_traffic_is_valid_new_events_of_the_four_producers() -> None:
     assert len({event_hash(e) for e in events}) == n       # every replay is a new event (fresh run ids)
     producers = {e["producer"] for e in events}
     assert any("spark" in p for p in producers) and any("dbt" in p for p in producers)
+
+
+@pytest.mark.unit
+def test_latency_parts_add_up_to_the_oldest_records_latency() -> None:
+    from benchmarks.e2e_bench import latency_parts
+    from sink.model import BatchResult
+    from stream_processor.writer import BatchReport
+
+    def report(start: float, oldest_ms: int, stage: float, merge: float, queue: float, events: int) -> BatchReport:
+        counts = {("ts_bucket", str(oldest_ms), ""): 1, ("ts_bucket", str(oldest_ms + 500), ""): events - 1,
+                  ("consumed", "", ""): events}
+        return BatchReport(1, BatchResult(1), counts, committed_at=start + stage + queue + merge, started_at=start,
+                           timings={"stage": stage, "recombine": 0.0, "merge": merge, "enrich": 9.0})
+
+    parts = latency_parts([report(100.0, 99_000, 0.5, 0.2, 0.1, 10), report(200.0, 198_500, 0.7, 0.3, 0.4, 30),
+                           BatchReport(3, BatchResult(3), {}, committed_at=1.0, started_at=0.5)])  # no records: left out
+    assert parts["batches"] == 2
+    worst = parts["p95_batch"]
+    assert worst["events"] == 30
+    assert worst["waited"] == pytest.approx(1.495)          # 200 - 198.5 - half a 10 ms bucket
+    assert worst["queue"] == pytest.approx(0.4)
+    assert worst["oldest"] == pytest.approx(worst["waited"] + 0.7 + 0.4 + 0.3)
+    assert parts["median"]["stage"] in (0.5, 0.7)
+    assert latency_parts([]) == {}
