@@ -170,7 +170,7 @@ def _upsert(table: str, key: str, cols: Sequence[str], select: str, updates: Map
 _B = "%(b)s"
 
 
-def _reduce(table: str, keys: str, columns: Sequence[tuple[str, ...]]) -> tuple[str, str]:
+def _reduce(table: str, keys: str, columns: Sequence[tuple[str, ...]], split: bool = False) -> tuple[str, str]:
     """The staged rows of a batch, one per key: ``(SQL for any number of parts, SQL for one part)``.
 
     ``columns``: ``(name, aggregate[, value of one row])``, the value of one row defaulting to ``name``.
@@ -181,6 +181,15 @@ def _reduce(table: str, keys: str, columns: Sequence[tuple[str, ...]]) -> tuple[
     refuse the batch ("cannot affect row a second time") rather than merge it wrongly."""
     many = ", ".join(f"{agg} AS {name}" for name, agg, *_ in columns)
     one = ", ".join(f"{rest[0] if rest else name} AS {name}" for name, _, *rest in columns)
+    if split:
+        # several parts, ``split``: only the keys staged by more than one part are aggregated, the others take the
+        # one-row projection. Pays where the aggregates copy large values (the versions' eight jsonb/text
+        # `_latest`: 97 -> 58 ms per 5,000 demo events in 3 parts); elsewhere the window and the materialized
+        # rows cost more than the aggregates they save (column lineage 51 -> 60 ms, runs 39 -> 43, run io 27 -> 33)
+        return (f"WITH c AS MATERIALIZED (SELECT *, count(*) OVER (PARTITION BY {keys}) AS n_parts FROM {table} "
+                f"WHERE batch_id = {_B}) SELECT {keys}, {one} FROM c WHERE n_parts = 1 "
+                f"UNION ALL SELECT {keys}, {many} FROM c WHERE n_parts > 1 GROUP BY {keys}",
+                f"SELECT {keys}, {one} FROM {table} WHERE batch_id = {_B}")
     return (f"SELECT {keys}, {many} FROM {table} WHERE batch_id = {_B} GROUP BY {keys}",
             f"SELECT {keys}, {one} FROM {table} WHERE batch_id = {_B}")
 
@@ -230,7 +239,7 @@ MERGE_DATASETS = _both(lambda src: _upsert(
 _STAGED_VERSIONS = _reduce("stg_dataset_versions", "version_id", [
     _min_uuid("dataset_id"), ("version", "min(version)"), ("event_time", "max(event_time)"),
     *[(c, _latest(c, "event_time")) for c in ("run_id", "row_count", "byte_count", "null_counts", "fields_hash",
-                                               "fields", "assertions", "nominal_end")]])
+                                               "fields", "assertions", "nominal_end")]], split=True)
 MERGE_VERSIONS = _both(lambda src: _upsert(
     "lineage_dataset_versions", "version_id",
     ("version_id", "dataset_id", "version", "event_time", "run_id", "row_count", "byte_count", "null_counts",

@@ -299,3 +299,28 @@ def test_arrival_order_and_batching_do_not_change_the_graph(pg_server):
     for table in GRAPH_TABLES:
         assert a[table] == b[table], table
     assert len(a["lineage_edges"]) > 50 and len(a["lineage_quality"]) > 10
+
+
+def test_parts_sharing_some_keys_merge_as_one_part(pg_dsn):
+    """A batch staged by several parts (the Kafka partitions of a micro-batch): keys staged by one part take the
+    one-row projection, keys staged by several are aggregated (sink/postgres.py ``_reduce``); the graph is the
+    one the same events give staged by a single part."""
+    with GraphStore(pg_dsn) as s:
+        s.migrate()
+    runs = [str(uuid.uuid4()) for _ in range(12)]
+    events = [e for r in runs for e in pipeline_events(r)]      # runs share their datasets and jobs
+    for part in range(3):   # START and COMPLETE of a run in different parts; run 0's events twice (parts 0 and 1)
+        GraphStore.stage_partition(pg_dsn, 5, part, events[part::3] + (events[:3] if part == 1 else []))
+    with GraphStore(pg_dsn) as s:
+        assert s.merge(5).events_new == len(events)
+    parts = snapshot(pg_dsn, GRAPH_TABLES)
+    assert one(pg_dsn, "SELECT count(*) FROM lineage_runs WHERE state = 'COMPLETE' AND duration_ms = 300000")[0] == 12
+    with psycopg.connect(pg_dsn) as conn:
+        for t in GRAPH_TABLES:
+            conn.execute(f"TRUNCATE {t}")
+        conn.execute("TRUNCATE lineage_events, lineage_transactions")
+    with GraphStore(pg_dsn) as s:
+        s.write_batch(6, events)
+    single = snapshot(pg_dsn, GRAPH_TABLES)
+    assert {t: sorted(r[:-1] for r in rows) for t, rows in parts.items()} == \
+        {t: sorted(r[:-1] for r in rows) for t, rows in single.items()}
