@@ -239,17 +239,23 @@ def test_concurrent_writers_overlapping_batches(pg_dsn):
     # the same events written once by a single writer give the same graph (bookkeeping aside)
     assert one(pg_dsn, "SELECT count(*) FROM lineage_events")[0] == len(shared)
     assert one(pg_dsn, "SELECT count(*) FROM lineage_runs WHERE state = 'COMPLETE' AND duration_ms = 300000")[0] == 30
+    assert _bookkept(concurrent) == _bookkept(_written_once(pg_dsn, shared))
+
+
+def _written_once(pg_dsn: str, events: list) -> dict:
+    """The graph tables' rows after emptying them and writing ``events`` in one batch by one writer."""
     with psycopg.connect(pg_dsn) as conn:
         for t in GRAPH_TABLES:
             conn.execute(f"TRUNCATE {t}")
         conn.execute("TRUNCATE lineage_events, lineage_transactions")
     with GraphStore(pg_dsn) as s:
-        s.write_batch(99, shared)
-    single = snapshot(pg_dsn, GRAPH_TABLES)
+        s.write_batch(99, events)
+    return snapshot(pg_dsn, GRAPH_TABLES)
 
-    def strip(snap):   # last_batch_id is bookkeeping that differs by construction
-        return {t: sorted(r[:-1] for r in rows) for t, rows in snap.items()}
-    assert strip(concurrent) == strip(single)
+
+def _bookkept(snap: dict) -> dict:
+    """``snap`` without ``last_batch_id`` (each row's last column): bookkeeping that differs by construction."""
+    return {t: sorted(r[:-1] for r in rows) for t, rows in snap.items()}
 
 
 def test_external_dsn_system_postgres(system_pg_dsn):
@@ -315,12 +321,4 @@ def test_parts_sharing_some_keys_merge_as_one_part(pg_dsn):
         assert s.merge(5).events_new == len(events)
     parts = snapshot(pg_dsn, GRAPH_TABLES)
     assert one(pg_dsn, "SELECT count(*) FROM lineage_runs WHERE state = 'COMPLETE' AND duration_ms = 300000")[0] == 12
-    with psycopg.connect(pg_dsn) as conn:
-        for t in GRAPH_TABLES:
-            conn.execute(f"TRUNCATE {t}")
-        conn.execute("TRUNCATE lineage_events, lineage_transactions")
-    with GraphStore(pg_dsn) as s:
-        s.write_batch(6, events)
-    single = snapshot(pg_dsn, GRAPH_TABLES)
-    assert {t: sorted(r[:-1] for r in rows) for t, rows in parts.items()} == \
-        {t: sorted(r[:-1] for r in rows) for t, rows in single.items()}
+    assert _bookkept(parts) == _bookkept(_written_once(pg_dsn, events))
