@@ -11,7 +11,8 @@ collections the thread whose allocation started them.
 
 Options: ``--json FILE`` writes ``{"processes": [{"pid", "argv", "generations": {gen: {"count", "seconds",
 "max_ms"}}, "full_by_thread": {thread: count}}]}``; ``--only TEXT`` keeps the processes whose command line
-contains TEXT (e.g. ``"lineage bench"``).
+contains TEXT (``sys.argv`` joined: for ``python -m lineage bench ...`` that is ``.../lineage/__main__.py bench ...``,
+so ``--only "__main__.py bench"``).
 """
 
 from __future__ import annotations
