@@ -491,8 +491,11 @@ class GraphBatchWriter:
         if self._finish_failed is not None:
             raise StoreError(f"batch {batch_id} not finished: the finishing of batch {self._finish_failed} before it "
                              "failed (both stay staged; the next run finishes them in order)", code="store.finish")
+        from sink.heap import frozen_heap
+
         try:
-            self._finish(batch_id, counts, started, timings, report, step)
+            with frozen_heap():   # collections see what the finishing allocates, not the driver's heap (sink/heap.py)
+                self._finish(batch_id, counts, started, timings, report, step)
         except BaseException:
             self._finish_failed = batch_id
             raise
@@ -583,12 +586,15 @@ class GraphBatchWriter:
         the `$self` thread (its own connection) for a batch of this run, inline for a recovered one. Idempotent:
         finishing a batch again (:meth:`_recover`, a re-run) finds its parts absorbed and its emission recorded
         (``emitted_batch``), or the batch merged, and emits nothing more with it."""
+        from sink.heap import frozen_heap
+
         from .recombine import recombine_in_store
 
         settings = self.settings
-        step = self.retrier.call("recombine", lambda: recombine_in_store(
-            self.self_store.conn, batch_id, settings.recombine_quiet_seconds, settings.recombine_state_ttl_seconds,
-            handover=self.config.publish_enriched), on_failure=self._reset_self_store)
+        with frozen_heap():   # the step runs beside the finishing: collections see what it allocates (sink/heap.py)
+            step = self.retrier.call("recombine", lambda: recombine_in_store(
+                self.self_store.conn, batch_id, settings.recombine_quiet_seconds, settings.recombine_state_ttl_seconds,
+                handover=self.config.publish_enriched), on_failure=self._reset_self_store)
         if step.emitted:
             counts[("recombined", "", "")] = counts.get(("recombined", "", ""), 0) + step.emitted
         # gauges, not sums: the groups the store holds after this batch's step
@@ -701,6 +707,12 @@ class GraphBatchWriter:
         """The graph changes of committed batch ``batch_id``: one ``graph_change`` per row the batch changed in each
         table of :data:`GRAPH_TOPIC_TABLES`, keyed by the row's id (the table's id column), so a compacted topic
         keeps the current row of each node, edge, column edge, run, provenance and quality record."""
+        from sink.heap import frozen_heap
+
+        with frozen_heap():   # collections see what the publication allocates, not the driver's heap (sink/heap.py)
+            self._publish_graph_rows(batch_id, changed)
+
+    def _publish_graph_rows(self, batch_id: int, changed: dict[str, Any] | None) -> None:
         from sink.parquet import TABLES, changed_rows
 
         from .avro_records import encode_graph_change
