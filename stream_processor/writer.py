@@ -46,6 +46,14 @@ the second time and its enriched records are published again (at-least-once, sta
 ``StreamHarness.drain`` after Spark committed). ``BatchReport.timings["finish_wait"]``: how long a staged
 batch waited for its predecessor's finishing.
 
+The driver's collector: the finishing, the `$self` step and the graph publication each run in a
+:func:`sink.heap.frozen_heap` block, so the collections their allocations start walk what the blocks allocated,
+not the driver's heap (PySpark, py4j, pandas, pyarrow: a full collection of it took ~110 ms and stopped every
+driver thread). Measured with ``benchmarks/gc_pauses.py`` over ``lineage bench --events 40000`` (2026-11-26, 3
+interleaved runs each): full collections 2.5-3.0 s -> 0.7-0.9 s per run, longest pause 211-262 -> 72-101 ms.
+Session 13's ``gc.freeze()`` of the whole driver after start-up, which did not land, made these blocks pause the
+collector instead of freezing (``sink/heap.py``: a process holding frozen objects of its own), and latency worse.
+
 Enriched records are published only for events that are new in the graph with this batch
 (``lineage_events.first_batch_id = batch_id``): an event already stored by an earlier batch (a replay
 days later) gets no second record, and a re-run of a committed batch republishes exactly the same set,
