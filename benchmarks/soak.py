@@ -33,6 +33,11 @@ Short runs: the processor's dedupe state is evicted only after ``--dedupe-window
 (default 3600 s), and the first quarter holds JVM and worker warm-up, so only a run well past an
 hour says anything about boundedness; a shorter run is a smoke run of the harness.
 
+The embedded broker keeps every record in memory and slows down as its log grows: at 200 msg/s (~0.9 MB/s)
+it reached 1.8 GB and 166 % CPU after ~20-25 minutes (2026-11-26), fetches stalled and micro-batches took
+60-120 s while the processor idled. For an hour, publish ``--rate 100`` (session 12's recipe, with
+``--dedupe-window-seconds 600``) and watch ``batches`` keep pace with the rate.
+
 Prints a table of samples and the verdicts; ``--json FILE`` writes both. Everything stops at the
 end: SIGTERM to the processor's process group (SIGKILL after a grace period), then the broker and
 PostgreSQL.
