@@ -1,6 +1,6 @@
 """Soak benchmark: ``lineage demo`` traffic at a steady rate into ``lineage process``, for a long time.
 
-Not a test (pytest never collects it): run ``python benchmarks/soak.py`` (one hour, 100 msg/s)
+Not a test (pytest never collects it): run ``python benchmarks/soak.py`` (one hour, 200 msg/s)
 or ``python benchmarks/soak.py --duration-seconds 120`` for a short run.
 
 It starts the embedded broker and an embedded PostgreSQL (temp dir), runs the processor as a
@@ -35,8 +35,8 @@ hour says anything about boundedness; a shorter run is a smoke run of the harnes
 
 The embedded broker keeps every record in memory and slows down as its log grows: at 200 msg/s (~0.9 MB/s)
 it reached 1.8 GB and 166 % CPU after ~20-25 minutes (2026-11-26), fetches stalled and micro-batches took
-60-120 s while the processor idled. Hence the default of 100 msg/s for the hour (session 12's recipe, with
-``--dedupe-window-seconds 600``); watch ``batches`` keep pace with the rate.
+60-120 s while the processor idled. For an hour, publish ``--rate 100`` (session 12's recipe, with
+``--dedupe-window-seconds 600``) and watch ``batches`` keep pace with the rate.
 
 Prints a table of samples and the verdicts; ``--json FILE`` writes both. Everything stops at the
 end: SIGTERM to the processor's process group (SIGKILL after a grace period), then the broker and
@@ -350,7 +350,7 @@ def print_report(result: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration-seconds", type=float, default=3600.0, help="traffic duration (default 3600)")
-    parser.add_argument("--rate", type=float, default=100.0, help="messages per second (default 100)")
+    parser.add_argument("--rate", type=float, default=200.0, help="messages per second (default 200)")
     parser.add_argument("--sample-seconds", type=float, default=10.0, help="sampling interval (default 10)")
     parser.add_argument("--trigger-interval-seconds", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
