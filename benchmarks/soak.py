@@ -33,10 +33,11 @@ Short runs: the processor's dedupe state is evicted only after ``--dedupe-window
 (default 3600 s), and the first quarter holds JVM and worker warm-up, so only a run well past an
 hour says anything about boundedness; a shorter run is a smoke run of the harness.
 
-The embedded broker keeps every record in memory and slows down as its log grows: at 200 msg/s (~0.9 MB/s)
-it reached 1.8 GB and 166 % CPU after ~20-25 minutes (2026-11-26), fetches stalled and micro-batches took
-60-120 s while the processor idled. For an hour, publish ``--rate 100`` (session 12's recipe, with
-``--dedupe-window-seconds 600``) and watch ``batches`` keep pace with the rate.
+At 200 msg/s the embedded broker (tansu, memory storage) stalled after ~20-25 minutes on 2026-11-26: 1.8 GB RSS,
+166 % CPU, fetches waiting, micro-batches of 60-120 s while the processor idled. Plain produce and fetch did not
+reproduce it (280,000 records of 4.4 kB, or 240,000 small ones: no slowdown), and session 12 ran 30 minutes at
+200 msg/s without it, so some request pattern of the processor's is suspected; not understood yet. Watch ``batches``
+keep pace with the rate; py-spy of the processor and strace of tansu during a stall would say which request waits.
 
 Prints a table of samples and the verdicts; ``--json FILE`` writes both. Everything stops at the
 end: SIGTERM to the processor's process group (SIGKILL after a grace period), then the broker and
