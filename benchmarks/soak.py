@@ -35,9 +35,10 @@ hour says anything about boundedness; a shorter run is a smoke run of the harnes
 
 At 200 msg/s the embedded broker (tansu, memory storage) stalled after ~20-25 minutes on 2026-11-26: 1.8 GB RSS,
 166 % CPU, fetches waiting, micro-batches of 60-120 s while the processor idled. Plain produce and fetch did not
-reproduce it (280,000 records of 4.4 kB, or 240,000 small ones: no slowdown), and session 12 ran 30 minutes at
-200 msg/s without it, so some request pattern of the processor's is suspected; not understood yet. Watch ``batches``
-keep pace with the rate; py-spy of the processor and strace of tansu during a stall would say which request waits.
+reproduce it with large record batches (280,000 records of 4.4 kB), but one record per batch did: tansu's memory
+storage spends CPU linear in a partition's record batches on every ListOffsets and Fetch (3 ms at 2,000 batches, 54 ms
+at 40,000; docs/PERFORMANCE.md, session 14), and demo traffic makes ~1-2 records per batch. Watch ``batches`` keep
+pace with the rate: a run that outlives the broker says nothing about the processor.
 
 Prints a table of samples and the verdicts; ``--json FILE`` writes both. Everything stops at the
 end: SIGTERM to the processor's process group (SIGKILL after a grace period), then the broker and
