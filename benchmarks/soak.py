@@ -230,7 +230,7 @@ def run_soak(duration_seconds: float, rate: float, sample_seconds: float, work_d
              trigger_interval_seconds: float = 1.0, seed: int = 0, dedupe_window_seconds: float = 3600.0,
              startup_timeout_seconds: float = 300.0, say: Any = print) -> dict[str, Any]:
     """Run the soak; returns ``{"config", "samples", "verdicts", "published", ...}``."""
-    from lineage.embedded.broker import EmbeddedBroker
+    from lineage.embedded.broker import DEMO_LINGER_MS, EmbeddedBroker
     from lineage.embedded.ports import free_port
     from lineage.embedded.postgres import EmbeddedPostgres
     from producers.demo import DemoStats, publish_demo
@@ -275,7 +275,8 @@ def run_soak(duration_seconds: float, rate: float, sample_seconds: float, work_d
         stats_box: dict[str, Any] = {}
 
         def publish() -> None:
-            settings = EmitterSettings(bootstrap_servers=broker.bootstrap, topic="openlineage.events")
+            settings = EmitterSettings(bootstrap_servers=broker.bootstrap, topic="openlineage.events",
+                                       linger_ms=DEMO_LINGER_MS)   # fewer record batches in the embedded broker
             try:
                 with LineageEmitter(settings) as emitter:
                     stats: DemoStats = publish_demo(emitter, rate=rate, duration_seconds=duration_seconds,

@@ -289,11 +289,13 @@ def _stop_server(proc: subprocess.Popen[bytes], grace_seconds: float = 20.0) -> 
 
 
 def _start_demo(stack: _Stack, args: argparse.Namespace) -> None:
+    from lineage.embedded.broker import DEMO_LINGER_MS
     from producers.demo import publish_demo
     from producers.emitter import LineageEmitter
     from producers.settings import EmitterSettings
 
-    settings = EmitterSettings(bootstrap_servers=stack.bootstrap, topic=stack.topics["events"])
+    settings = EmitterSettings(bootstrap_servers=stack.bootstrap, topic=stack.topics["events"],
+                               linger_ms=DEMO_LINGER_MS)   # fewer record batches in the embedded broker
     stack.demo_emitter = LineageEmitter(settings, metrics=stack.demo_metrics)
 
     def run() -> None:

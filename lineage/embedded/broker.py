@@ -20,12 +20,20 @@ from schemas.errors import ConfigurationError, LineageError
 
 from .ports import free_port, wait_for_port
 
-__all__ = ["EmbeddedBroker", "resolve_tansu_binary", "create_topics", "DEFAULT_TOPICS"]
+__all__ = ["EmbeddedBroker", "resolve_tansu_binary", "create_topics", "DEFAULT_TOPICS", "DEMO_LINGER_MS"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TOPICS = ("openlineage.events", "openlineage.events.enriched", "openlineage.graph",
                   "openlineage.events.dlq")
+
+#: ``linger.ms`` of the demo traffic published into the embedded broker (``lineage up``, the soak). tansu's memory
+#: storage keeps one object per record batch and spends CPU linear in a partition's batch count on every
+#: ListOffsets and Fetch (one record per batch: 3 ms per ListOffsets at 2,000 batches, 54 ms at 40,000;
+#: docs/PERFORMANCE.md, session 14), and the processor asks both every micro-batch: at the producer's default 20 ms,
+#: demo traffic at 200 msg/s stalled the broker after ~20 minutes. 250 ms makes batches of several records (after
+#: 30 s at 200 msg/s: 0.33 ms per ListOffsets against 1.22) and only delays a demo record by up to a quarter second.
+DEMO_LINGER_MS = 250
 
 
 def resolve_tansu_binary() -> str:
