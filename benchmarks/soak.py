@@ -37,7 +37,8 @@ At 200 msg/s the embedded broker (tansu, memory storage) stalled after ~20-25 mi
 166 % CPU, fetches waiting, micro-batches of 60-120 s while the processor idled. Plain produce and fetch did not
 reproduce it with large record batches (280,000 records of 4.4 kB), but one record per batch did: tansu's memory
 storage spends CPU linear in a partition's record batches on every ListOffsets and Fetch (3 ms at 2,000 batches, 54 ms
-at 40,000; docs/PERFORMANCE.md, session 14), and demo traffic makes ~1-2 records per batch. Watch ``batches`` keep
+at 40,000; docs/PERFORMANCE.md, session 14), and demo traffic made ~1-2 records per batch; it is now published with
+``linger.ms`` :data:`lineage.embedded.broker.DEMO_LINGER_MS` (250), which delays the stall. Watch ``batches`` keep
 pace with the rate: a run that outlives the broker says nothing about the processor.
 
 Prints a table of samples and the verdicts; ``--json FILE`` writes both. Everything stops at the
