@@ -258,12 +258,11 @@ def latency_parts(reports: Iterable[Any]) -> dict[str, Any]:
         buckets = [int(a) for (m, a, _b) in r.counts if m == "ts_bucket"]
         if not buckets or not r.started_at:
             continue
-        t = r.timings
-        oldest = r.committed_at - min(buckets) / 1000 - LATENCY_BUCKET_MS / 2000
-        waited = r.started_at - min(buckets) / 1000 - LATENCY_BUCKET_MS / 2000
-        steps = {k: t.get(k, 0.0) for k in ("stage", "recombine", "merge")}
-        queue = r.committed_at - r.started_at - sum(steps.values())
-        parts.append({"events": r.total("consumed"), "waited": waited, **steps, "queue": queue, "oldest": oldest})
+        produced = (min(buckets) + LATENCY_BUCKET_MS / 2) / 1000   # the oldest record's bucket midpoint
+        steps = {k: r.timings.get(k, 0.0) for k in ("stage", "recombine", "merge")}
+        parts.append({"events": r.total("consumed"), "waited": r.started_at - produced, **steps,
+                      "queue": r.committed_at - r.started_at - sum(steps.values()),
+                      "oldest": r.committed_at - produced})
     if not parts:
         return {}
 

@@ -97,6 +97,7 @@ from typing import Any
 
 from schemas.errors import StoreError
 from sink.fastjson import loads
+from sink.heap import frozen_heap
 from sink.model import BatchResult, StoredEvent
 
 from .decode import full_rows
@@ -192,6 +193,18 @@ def _counts_batch(counts: dict[tuple[str, str, str], int]) -> Any:
     return pa.RecordBatch.from_pydict({
         "metric": [k[0] for k in keys], "label1": [k[1] for k in keys], "label2": [k[2] for k in keys],
         "value": [counts[k] for k in keys]})
+
+
+def _heap_apart(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` in a :func:`sink.heap.frozen_heap` block: the collections its allocations start walk what it
+    allocated, not the driver's heap (module doc: the driver's collector)."""
+    import functools
+
+    @functools.wraps(method)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with frozen_heap():
+            return method(*args, **kwargs)
+    return run
 
 
 def _profiled(step: str, batch_id: int) -> Callable[[Any], Any]:
@@ -499,11 +512,8 @@ class GraphBatchWriter:
         if self._finish_failed is not None:
             raise StoreError(f"batch {batch_id} not finished: the finishing of batch {self._finish_failed} before it "
                              "failed (both stay staged; the next run finishes them in order)", code="store.finish")
-        from sink.heap import frozen_heap
-
         try:
-            with frozen_heap():   # collections see what the finishing allocates, not the driver's heap (sink/heap.py)
-                self._finish(batch_id, counts, started, timings, report, step)
+            self._finish(batch_id, counts, started, timings, report, step)
         except BaseException:
             self._finish_failed = batch_id
             raise
@@ -554,6 +564,7 @@ class GraphBatchWriter:
     def finish_store(self) -> Any:
         return self._connected("_finish_store")
 
+    @_heap_apart
     def _finish(self, batch_id: int, counts: dict[tuple[str, str, str], int], started: float,
                 timings: dict[str, float], report: bool, step: Any = None) -> None:
         """Merge, enrich and export staged batch ``batch_id``, start its graph publication, unmark it and
@@ -589,20 +600,18 @@ class GraphBatchWriter:
     def self_store(self) -> Any:
         return self._connected("_self_store")
 
+    @_heap_apart
     def _recombine(self, batch_id: int, counts: dict[tuple[str, str, str], int]) -> None:
         """The `$self` step of marked ``batch_id`` (recombine.py, :func:`recombine_in_store`), before its merge: on
         the `$self` thread (its own connection) for a batch of this run, inline for a recovered one. Idempotent:
         finishing a batch again (:meth:`_recover`, a re-run) finds its parts absorbed and its emission recorded
         (``emitted_batch``), or the batch merged, and emits nothing more with it."""
-        from sink.heap import frozen_heap
-
         from .recombine import recombine_in_store
 
         settings = self.settings
-        with frozen_heap():   # the step runs beside the finishing: collections see what it allocates (sink/heap.py)
-            step = self.retrier.call("recombine", lambda: recombine_in_store(
-                self.self_store.conn, batch_id, settings.recombine_quiet_seconds, settings.recombine_state_ttl_seconds,
-                handover=self.config.publish_enriched), on_failure=self._reset_self_store)
+        step = self.retrier.call("recombine", lambda: recombine_in_store(
+            self.self_store.conn, batch_id, settings.recombine_quiet_seconds, settings.recombine_state_ttl_seconds,
+            handover=self.config.publish_enriched), on_failure=self._reset_self_store)
         if step.emitted:
             counts[("recombined", "", "")] = counts.get(("recombined", "", ""), 0) + step.emitted
         # gauges, not sums: the groups the store holds after this batch's step
@@ -711,16 +720,11 @@ class GraphBatchWriter:
             log.info("graph changes of batch(es) %s published", pending)
         return pending
 
+    @_heap_apart
     def _publish_graph(self, batch_id: int, changed: dict[str, Any] | None = None) -> None:
         """The graph changes of committed batch ``batch_id``: one ``graph_change`` per row the batch changed in each
         table of :data:`GRAPH_TOPIC_TABLES`, keyed by the row's id (the table's id column), so a compacted topic
         keeps the current row of each node, edge, column edge, run, provenance and quality record."""
-        from sink.heap import frozen_heap
-
-        with frozen_heap():   # collections see what the publication allocates, not the driver's heap (sink/heap.py)
-            self._publish_graph_rows(batch_id, changed)
-
-    def _publish_graph_rows(self, batch_id: int, changed: dict[str, Any] | None) -> None:
         from sink.parquet import TABLES, changed_rows
 
         from .avro_records import encode_graph_change
