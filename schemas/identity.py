@@ -7,6 +7,7 @@ Formulas::
 
     canonical_json(e) = json.dumps(e, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     event_hash(e)     = sha256(UTF-8(canonical_json(e))).hexdigest()  (= hash_canonical(canonical_json(e)))
+    canonical_json_hashed(e) = (canonical_json(e), event_hash(e))    (orjson where it writes the same bytes)
     node_uuid(kind, *parts) = uuid5(LINEAGE_NAMESPACE, kind + "\\x1f" + "\\x1f".join(parts))
     dataset_id(ns, name)    = node_uuid("dataset", ns, name)
     job_id(ns, name)        = node_uuid("job", ns, name)
@@ -22,12 +23,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import uuid
 from typing import Any
 
 __all__ = [
     "LINEAGE_NAMESPACE",
     "canonical_json",
+    "canonical_json_hashed",
     "event_hash",
     "hash_canonical",
     "node_uuid",
@@ -48,6 +51,59 @@ _canonical_encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensu
 def canonical_json(event: Any) -> str:
     """Canonical JSON text: sorted keys, compact separators, non-ASCII kept as is."""
     return _canonical_encode(event)
+
+
+try:  # optional fast path; the json module is the reference
+    import orjson as _orjson
+except ImportError:  # pragma: no cover
+    _orjson = None
+
+if _orjson is not None:
+    #: subclasses, datetimes and dataclasses are refused (raise), so the json module decides them
+    _SORTED = _orjson.OPT_SORT_KEYS | _orjson.OPT_PASSTHROUGH_SUBCLASS | _orjson.OPT_PASSTHROUGH_DATETIME \
+        | _orjson.OPT_PASSTHROUGH_DATACLASS
+    _ORJSON_ERROR: type[Exception] = _orjson.JSONEncodeError
+
+#: An exponent in orjson's text: ``e`` after a digit, before a sign or a digit (``1e16``, ``2.5e-7``). Searched
+#: from the ``e`` (a literal first character: the engine skips to each ``e`` in C), the digit checked behind it.
+_EXPONENT = re.compile(rb"e(?<=[0-9]e)[-+0-9]")
+_NUMBER_BYTES = frozenset(b"0123456789.-")
+_TOKEN_START = frozenset(b":,[")
+
+
+def _same_numbers(text: bytes) -> bool:
+    """Whether orjson's ``text`` writes every float as the json module does (``repr``). They differ only where
+    ``repr`` uses an exponent: magnitudes >= 1e16 (orjson ``1e16``, repr ``1e+16``) and below 1e-4 (orjson
+    ``0.00001`` or ``5e-324``, repr ``1e-05``). Conservative: a match inside a string (``"v0.00001"``, a hex
+    id such as ``...-4e81-...`` is told apart by what precedes its digits) only costs the slow path."""
+    if b"0.0000" in text:
+        return False
+    for match in _EXPONENT.finditer(text):
+        i = match.start()
+        while i > 0 and text[i - 1] in _NUMBER_BYTES:
+            i -= 1
+        if i == 0 or text[i - 1] in _TOKEN_START:   # a number token (value, list item, or the whole text)
+            return False
+    return True
+
+
+def canonical_json_hashed(event: Any) -> tuple[str, str]:
+    """``(canonical_json(event), event_hash(event))``, the same text and digest, ~2x faster on event-sized
+    values parsed from JSON: orjson writes the sorted, compact text (11.7 us against the json module's 34.7
+    for a demo event, 2026-11-26) and the bytes are hashed without encoding the text again. Falls back to the
+    json module for whatever orjson would write differently or refuses: floats :func:`_same_numbers` flags,
+    integers beyond 64 bits, lone surrogates, non-str keys, subclasses. NaN and infinities (orjson ``null``,
+    the json module ``NaN``) are not told apart: values parsed from strict JSON (the codec's) hold none;
+    callers with other values use :func:`canonical_json`."""
+    if _orjson is not None:
+        try:
+            raw = _orjson.dumps(event, option=_SORTED)
+        except _ORJSON_ERROR:
+            raw = None
+        if raw is not None and _same_numbers(raw):
+            return raw.decode("utf-8"), hashlib.sha256(raw).hexdigest()
+    text = canonical_json(event)
+    return text, hash_canonical(text)
 
 
 def event_hash(event: Any) -> str:

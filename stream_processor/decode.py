@@ -164,7 +164,7 @@ def decode_record(value: bytes | None, headers: list[tuple[str, bytes | None]] |
     """The output rows (without source columns) for one Kafka message value and its headers."""
     from producers.chunking import chunk_rejection
     from schemas.codec import decode_message
-    from schemas.identity import canonical_json, hash_canonical
+    from schemas.identity import canonical_json_hashed
     from schemas.validate import validate_openlineage_event
     from sink.derive import check_storable
 
@@ -184,13 +184,13 @@ def decode_record(value: bytes | None, headers: list[tuple[str, bytes | None]] |
             has_self = _has_self(msg.document)
             event, facet_violations = validate_openlineage_event(
                 msg.document, msg.subject, msg.self_link, event_index=msg.event_index, event_count=msg.event_count)
-            text = canonical_json(event)
+            text, digest = canonical_json_hashed(event)
             check_storable(event, text)  # NUL / lone surrogates: to the DLQ here, not lost at the sink
             event_time = _event_time(event.get("eventTime"))
             job = event.get("job") or {}
             run = event.get("run") or {}
             rows.append({
-                "status": "ok", "event_hash": hash_canonical(text), "event_json": text, "kind": _kind(event),
+                "status": "ok", "event_hash": digest, "event_json": text, "kind": _kind(event),
                 "event_type": event.get("eventType"), "run_id": run.get("runId"),
                 "event_time": event_time, "job_namespace": job.get("namespace"),
                 "job_name": job.get("name"), "has_self": has_self,

@@ -124,14 +124,15 @@ def recombined_row(parts: list[dict[str, Any]], revision: int, new_parts: int) -
     Its Kafka coordinates and key are the last-arrived part's."""
     from datetime import datetime
 
-    from schemas.identity import canonical_json, event_hash
+    from schemas.identity import canonical_json_hashed
 
     merged = merge_parts(parts)
+    text, digest = canonical_json_hashed(merged)
     last = max(parts, key=lambda p: (p["kafka_timestamp"] or "", p["source_offset"]))
     job, run = merged.get("job") or {}, merged.get("run") or {}
     row: dict[str, Any] = {c: None for c in _COLUMNS}
     event_time = merged.get("eventTime")
-    row.update(status="ok", event_hash=event_hash(merged), event_json=canonical_json(merged), kind="run",
+    row.update(status="ok", event_hash=digest, event_json=text, kind="run",
                event_type=merged.get("eventType"), run_id=run.get("runId"),
                event_time=pd.Timestamp(event_time).to_pydatetime() if event_time else None,
                job_namespace=job.get("namespace"), job_name=job.get("name"), has_self=True,

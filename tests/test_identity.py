@@ -12,6 +12,7 @@ from schemas.codec import decode_message, encode_json, encode_single_object
 from schemas.identity import (
     LINEAGE_NAMESPACE,
     canonical_json,
+    canonical_json_hashed,
     dataset_id,
     edge_id,
     event_hash,
@@ -101,3 +102,53 @@ def test_ids_are_deterministic_and_unambiguous() -> None:
     assert dataset_id("a/b", "c") != dataset_id("a", "b/c")
     assert dataset_id("ns", "x") != job_id("ns", "x")
     assert edge_id("derived_from", "a", "b") != edge_id("derived_from", "b", "a")
+
+
+def _reference(value: object) -> tuple[str, str]:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return text, hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@pytest.mark.parametrize("number", [
+    1e16, 1e15, 9999999999999998.0, 1.2345678901234568e20, 1e22, 1e100, 1.5e300, -1e16, 1.7976931348623157e308,
+    1e-4, 1e-5, 0.00012345, 0.000012345, 2.5e-7, 5e-324, -0.0, 0.0, 1.0, 0.1, 123.456, -2.5e-7,
+    2 ** 63, 2 ** 64 - 1, 2 ** 64, -(2 ** 63) - 1, 10 ** 30, 0, -1,
+])
+def test_canonical_json_hashed_writes_every_number_as_the_json_module(number: object) -> None:
+    for value in (number, [number], {"a": number, "b": [1, number, "x"]}, event(run={"runId": RUN_ID, "n": number})):
+        assert canonical_json_hashed(value) == _reference(value)
+
+
+def test_canonical_json_hashed_matches_the_json_module_on_random_floats_and_strings() -> None:
+    import random
+    import struct
+
+    rng = random.Random(7)
+    for _ in range(20_000):
+        bits = struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0]
+        scaled = rng.uniform(-1, 1) * 10 ** rng.uniform(-30, 30)
+        values = [v for v in (bits, scaled, round(scaled, rng.randint(0, 12))) if v == v and abs(v) != float("inf")]
+        doc = {"f": values, "s": "".join(chr(rng.randint(0, 0x2FFF)) for _ in range(8)).replace("\ud800", "")}
+        assert canonical_json_hashed(doc) == _reference(doc)
+
+
+def test_canonical_json_hashed_agrees_on_strings_keys_and_what_orjson_refuses() -> None:
+    text = "".join(chr(c) for c in range(0, 0xD800)) + "".join(chr(c) for c in range(0xE000, 0x110000, 97))
+    cases = [
+        {"k": text, text[:500]: 1, "\u00e9": "caf\u00e9", "\U0001f600": ["\u2028", "\x7f", "\x00"]},
+        {"a": "lone \ud800 surrogate"}, {"\udfff": 1},        # orjson refuses: the json module writes them
+        {1: "int key", 2: None},                                 # non-str keys: the json module's str(key)
+        {"uuid-like": "3fa85f64-5717-4e62-b3fc-2c963f66afa6", "v": "0.00001", "w": "1e16"},  # look-alikes in strings
+        [True, False, None, [], {}, [[{}]]],
+    ]
+    for value in cases:
+        assert canonical_json_hashed(value) == (canonical_json(value), event_hash(value))
+
+
+def test_canonical_json_hashed_on_validated_events() -> None:
+    from producers.demo import DemoTraffic
+
+    events = [validate_event(m.value) for m in DemoTraffic(seed=3).take(300) if m.subject is None]
+    assert events
+    for ev in events:
+        assert canonical_json_hashed(ev) == (canonical_json(ev), event_hash(ev))
