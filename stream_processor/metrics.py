@@ -9,7 +9,10 @@ Counts from the executors come back to the driver as a few aggregate rows per ba
 - ``lineage_duplicates_dropped_total{stage="state"|"sink"}``: state = Spark's
   ``numDroppedDuplicateRows`` of the dedupe operator, sink = ``BatchResult.duplicates``;
 - ``lineage_end_to_end_latency_seconds``: commit time - Kafka record timestamp (10 ms buckets);
-- ``lineage_consumer_lag_records{topic,partition}``: latest offset - end offset of the last batch;
+- ``lineage_consumer_lag_records{topic,partition}``: records behind the log end when the last batch was
+  planned: its latest offset - its start offset (the committed position then; the batch's own records
+  included). Not latest - end: without ``maxOffsetsPerTrigger`` a batch reads to the latest offset, so that
+  was 0 whatever the backlog (a soak whose batches took 60-120 s behind a stalled broker showed lag 0);
 - ``lineage_source_offset_resets_total{topic,partition}``: partitions the ``lineage_kafka`` source read
   again from their low watermark because the topic was recreated (the broker lost its log): the
   ``$reset`` entry of a batch's end offset (stream_processor/kafka_source.py).
@@ -121,6 +124,7 @@ class ProcessorMetrics:
         for src in progress.sources or []:
             try:
                 end = json.loads(src.endOffset) if src.endOffset else {}
+                start = json.loads(src.startOffset) if src.startOffset else {}
                 latest = json.loads(src.latestOffset) if src.latestOffset else {}
             except (TypeError, ValueError):
                 continue
@@ -128,7 +132,10 @@ class ProcessorMetrics:
                 if topic.startswith("$"):  # the source's meta keys (kafka_source.META_KEYS), not a topic
                     continue
                 for part, off in parts.items():
-                    lag = max(int(off) - int((end.get(topic) or {}).get(part, off)), 0)
+                    # the committed position when the batch was planned; a partition the batch began (the first
+                    # batch, a new partition) has none: its end, as the lag left after the batch
+                    committed = (start.get(topic) or {}).get(part, (end.get(topic) or {}).get(part, off))
+                    lag = max(int(off) - int(committed), 0)
                     self.lag.labels(topic, part).set(lag)
                     total_lag += lag
             for topic, parts in ((end or {}).get("$reset") or {}).items():

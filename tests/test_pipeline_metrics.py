@@ -19,6 +19,7 @@ class _Op:
 
 
 class _Src:
+    startOffset = None   # the query's first batch
     endOffset = json.dumps({"t": {"0": 10, "1": 5}})
     latestOffset = json.dumps({"t": {"0": 12, "1": 5}})
 
@@ -59,6 +60,34 @@ def test_batch_report_and_progress_reach_the_endpoint():
     assert samples[("lineage_self_groups", (("state", "pending"),))] == 4   # gauges: the last batch's values
     assert samples[("lineage_self_groups", (("state", "held"),))] == 9
     assert m.status_line() == "events in 5, rejected 2, duplicates 3, batches 1, lag 2"
+
+
+@pytest.mark.unit
+def test_lag_is_the_backlog_a_batch_was_planned_with():
+    """Without a rate limit a batch reads to the latest offset (end = latest): the gauge still reports the records
+    it had to catch up (latest - start), not 0; a partition the batch began has no start: latest - end."""
+    class Src:
+        startOffset = json.dumps({"t": {"0": 400, "1": 7}, "$meta": {"x": 1}})
+        endOffset = json.dumps({"t": {"0": 13400, "1": 9, "2": 30}})
+        latestOffset = json.dumps({"t": {"0": 13400, "1": 9, "2": 31}, "$meta": {"x": 2}})
+
+    class Progress(_Progress):
+        sources = [Src()]
+
+    m = ProcessorMetrics()
+    m.on_progress(Progress())
+    lag = {labels["partition"]: value for labels, value in
+           ((s.labels, s.value) for f in m.registry.collect() for s in f.samples
+            if s.name == "lineage_consumer_lag_records")}
+    assert lag == {"0": 13000, "1": 2, "2": 1}
+    assert m.status_line().endswith("lag 13003")
+
+    class Caught(_Progress):   # an idle tick: nothing new since the last batch
+        sources = [type("S", (), {"startOffset": Src.endOffset, "endOffset": Src.endOffset,
+                                  "latestOffset": Src.endOffset})()]
+
+    m.on_progress(Caught())
+    assert m.status_line().endswith("lag 0")
 
 
 @pytest.mark.integration
