@@ -7,6 +7,12 @@ ListOffsets and Fetch cost broker CPU linear in a partition's batch count (2026-
 records one per batch (a flush after each) up to each step, and prints per step the broker CPU and wall time of
 ``--calls`` ListOffsets and of a fetch of the last record by a fresh assignment. ``--linger-ms N`` produces with that
 linger instead of one record per batch (as fast as it can: batches then hold many records).
+
+``--demo-seconds S [--demo-rate R] [--burst-seconds B]`` measures instead what ``lineage up``'s demo traffic makes:
+demo messages published for S seconds at R msg/s with ``DEMO_LINGER_MS``, in bursts of B seconds (default
+``DEMO_BURST_SECONDS``; 0: evenly paced), into a topic of three partitions, while ListOffsets is asked every 10 ms
+per partition. tansu's ListOffsets answers the start offset of a partition's last record batch, so the distinct
+answers count the record batches the traffic made (a lower bound); printed per partition and hour.
 """
 
 from __future__ import annotations
@@ -36,7 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record-bytes", type=int, default=300)
     parser.add_argument("--calls", type=int, default=20, help="ListOffsets calls per step")
     parser.add_argument("--linger-ms", type=int, default=None, help="batch normally with this linger")
+    parser.add_argument("--demo-seconds", type=float, default=None, help="count the record batches of demo traffic")
+    parser.add_argument("--demo-rate", type=float, default=50.0)
+    parser.add_argument("--burst-seconds", type=float, default=None)
     args = parser.parse_args(argv)
+    if args.demo_seconds:
+        return _demo_batches(args.demo_seconds, args.demo_rate, args.burst_seconds)
     steps = sorted(int(s) for s in args.steps.split(","))
     with tempfile.TemporaryDirectory(prefix="broker-probe-") as tmp:
         broker = EmbeddedBroker(partitions=1, topics=(), log_path=Path(tmp) / "tansu.log").start()
@@ -70,6 +81,53 @@ def main(argv: list[str] | None = None) -> int:
                       f"({(_cpu_seconds(broker.pid) - cpu) * 1000:4.0f} ms broker CPU){'' if got else ', nothing fetched'}",
                       flush=True)
             consumer.close()
+        finally:
+            broker.stop()
+    return 0
+
+
+def _demo_batches(seconds: float, rate: float, burst_seconds: float | None) -> int:
+    import threading
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    from lineage.embedded.broker import DEMO_BURST_SECONDS, DEMO_LINGER_MS, EmbeddedBroker, create_topics
+    from producers.demo import publish_demo
+    from producers.emitter import LineageEmitter
+    from producers.settings import EmitterSettings
+
+    burst = DEMO_BURST_SECONDS if burst_seconds is None else burst_seconds
+    with tempfile.TemporaryDirectory(prefix="broker-probe-") as tmp:
+        broker = EmbeddedBroker(partitions=3, topics=(), log_path=Path(tmp) / "tansu.log").start()
+        try:
+            create_topics(broker.bootstrap, ["demo"], partitions=3)
+            stop, box = threading.Event(), {}
+            settings = EmitterSettings(bootstrap_servers=broker.bootstrap, topic="demo", linger_ms=DEMO_LINGER_MS)
+
+            def publish() -> None:
+                with LineageEmitter(settings) as emitter:
+                    box["stats"] = publish_demo(emitter, rate=rate, duration_seconds=seconds, stop=stop,
+                                                burst_seconds=burst)
+
+            thread = threading.Thread(target=publish, daemon=True)
+            consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "probe"})
+            tps = [TopicPartition("demo", p) for p in range(3)]
+            seen: list[set[int]] = [set() for _ in tps]
+            thread.start()
+            while thread.is_alive():
+                for i, tp in enumerate(tps):
+                    seen[i].add(consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1])
+                time.sleep(0.01)
+            time.sleep(1.0)   # the last linger
+            for i, tp in enumerate(tps):
+                seen[i].add(consumer.get_watermark_offsets(tp, timeout=10, cached=False)[1])
+            consumer.close()
+            stats = box.get("stats")
+            batches = [len(s - {0}) + 1 for s in seen]
+            per_hour = [round(b * 3600 / seconds) for b in batches]
+            print(f"demo {rate:g} msg/s for {seconds:g} s, linger {DEMO_LINGER_MS} ms, bursts of {burst:g} s: "
+                  f"{stats.messages if stats else '?'} messages, record batches per partition >= {batches} "
+                  f"(~{per_hour} per hour)", flush=True)
         finally:
             broker.stop()
     return 0

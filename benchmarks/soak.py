@@ -38,8 +38,10 @@ At 200 msg/s the embedded broker (tansu, memory storage) stalled after ~20-25 mi
 reproduce it with large record batches (280,000 records of 4.4 kB), but one record per batch did: tansu's memory
 storage spends CPU linear in a partition's record batches on every ListOffsets and Fetch (3 ms at 2,000 batches, 54 ms
 at 40,000; docs/PERFORMANCE.md, session 14), and demo traffic made ~1-2 records per batch; it is now published with
-``linger.ms`` :data:`lineage.embedded.broker.DEMO_LINGER_MS` (250), which delays the stall. Watch ``batches`` keep
-pace with the rate: a run that outlives the broker says nothing about the processor.
+``linger.ms`` :data:`lineage.embedded.broker.DEMO_LINGER_MS` (250) in bursts of
+:data:`lineage.embedded.broker.DEMO_BURST_SECONDS` (5 s; session 15: ~1,400 record batches per partition and hour
+at 50 msg/s against ~11,000 evenly paced), which delays the stall. Watch ``batches`` keep pace with the rate: a run
+that outlives the broker says nothing about the processor.
 
 Prints a table of samples and the verdicts; ``--json FILE`` writes both. Everything stops at the
 end: SIGTERM to the processor's process group (SIGKILL after a grace period), then the broker and
@@ -231,7 +233,7 @@ def run_soak(duration_seconds: float, rate: float, sample_seconds: float, work_d
              trigger_interval_seconds: float = 1.0, seed: int = 0, dedupe_window_seconds: float = 3600.0,
              startup_timeout_seconds: float = 300.0, say: Any = print) -> dict[str, Any]:
     """Run the soak; returns ``{"config", "samples", "verdicts", "published", ...}``."""
-    from lineage.embedded.broker import DEMO_LINGER_MS, EmbeddedBroker
+    from lineage.embedded.broker import DEMO_BURST_SECONDS, DEMO_LINGER_MS, EmbeddedBroker
     from lineage.embedded.ports import free_port
     from lineage.embedded.postgres import EmbeddedPostgres
     from producers.demo import DemoStats, publish_demo
@@ -281,7 +283,8 @@ def run_soak(duration_seconds: float, rate: float, sample_seconds: float, work_d
             try:
                 with LineageEmitter(settings) as emitter:
                     stats: DemoStats = publish_demo(emitter, rate=rate, duration_seconds=duration_seconds,
-                                                    seed=seed, stop=stop, progress_every_seconds=5.0)
+                                                    seed=seed, stop=stop, progress_every_seconds=5.0,
+                                                    burst_seconds=DEMO_BURST_SECONDS)
                 stats_box["stats"] = stats
             except Exception as exc:  # noqa: BLE001 - reported in the result, never lost
                 stats_box["error"] = f"{type(exc).__name__}: {exc}"

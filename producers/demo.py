@@ -339,12 +339,15 @@ def publish_message(emitter: Any, message: DemoMessage) -> int:
 def publish_demo(emitter: Any, *, rate: float = 100.0, duration_seconds: float | None = None,
                  max_messages: int | None = None, seed: int = 0, start_time: datetime | None = None,
                  stop: threading.Event | None = None, on_progress: Callable[[DemoStats], None] | None = None,
-                 progress_every_seconds: float = 1.0) -> DemoStats:
+                 progress_every_seconds: float = 1.0, burst_seconds: float = 0.0) -> DemoStats:
     """Publish demo traffic at ``rate`` messages/s (0: as fast as possible) until ``duration_seconds``,
     ``max_messages`` or ``stop`` is set; flushes at the end (DeliveryError if anything failed).
 
-    Pacing: message ``i`` is sent no earlier than ``t0 + i / rate``.
+    Pacing: message ``i`` is sent no earlier than ``t0 + i / rate``; with ``burst_seconds``, in bursts of
+    ``rate * burst_seconds`` messages (at least one), burst ``k`` no earlier than ``t0 + k * burst_seconds``: the same
+    rate, in a few record batches per partition per burst (``lineage.embedded.broker.DEMO_BURST_SECONDS``).
     """
+    per_burst = max(1, round(rate * burst_seconds)) if rate > 0 and burst_seconds > 0 else 0
     traffic = DemoTraffic(seed, start_time=start_time or datetime.now(UTC))
     stats = DemoStats()
     t0 = last_progress = time.monotonic()
@@ -355,7 +358,7 @@ def publish_demo(emitter: Any, *, rate: float = 100.0, duration_seconds: float |
         if max_messages is not None and stats.messages >= max_messages:
             break
         if rate > 0:
-            due = t0 + stats.messages / rate
+            due = t0 + (stats.messages // per_burst * burst_seconds if per_burst else stats.messages / rate)
             while due > now:
                 emitter.poll(min(due - now, 0.2))
                 now = time.monotonic()

@@ -48,6 +48,44 @@ def test_publish_demo_keeps_the_rate(kafka_bootstrap: str, topic_names: dict[str
     assert 0 < stats.messages <= 200 * 1.5 + 1
 
 
+class _Timed:
+    """The real emitter, noting when each event is handed to it (publish_demo's pacing decides those times)."""
+
+    def __init__(self, emitter: LineageEmitter) -> None:
+        self.emitter = emitter
+        self.times: list[float] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.emitter, name)
+
+    def emit(self, *args: object, **kwargs: object) -> object:
+        import time
+
+        self.times.append(time.monotonic())
+        return self.emitter.emit(*args, **kwargs)
+
+    def emit_raw(self, *args: object, **kwargs: object) -> object:
+        import time
+
+        self.times.append(time.monotonic())
+        return self.emitter.emit_raw(*args, **kwargs)
+
+
+def test_publish_demo_in_bursts_keeps_the_rate(kafka_bootstrap: str, topic_names: dict[str, str]) -> None:
+    """Bursts of rate * burst_seconds messages, one burst per burst_seconds: the rate is kept, and within a burst
+    the messages leave back to back (so a producer's linger puts each partition's share in one record batch)."""
+    with LineageEmitter(EmitterSettings(bootstrap_servers=kafka_bootstrap, topic=topic_names["events"],
+                                        encoding="json")) as real:
+        emitter = _Timed(real)
+        stats = publish_demo(emitter, rate=100, max_messages=150, seed=2, burst_seconds=0.5)
+    assert stats.messages == 150 and len(emitter.times) >= 150   # an Evo document hands over several events
+    t0 = emitter.times[0]
+    bursts = [[t - t0 for t in emitter.times if k * 0.5 - 0.05 <= t - t0 < k * 0.5 + 0.25] for k in range(3)]
+    assert sum(map(len, bursts)) == len(emitter.times)   # every message left within 0.25 s of its burst's start
+    assert all(len(b) >= 50 for b in bursts)             # 50 messages a burst (more events: Evo documents)
+    assert bursts[1][0] >= 0.45 and bursts[2][0] >= 0.95  # no burst early (t0: the first send): the rate is kept
+
+
 def test_lineage_demo_command(kafka_bootstrap: str, topic_names: dict[str, str]) -> None:
     import os
     import subprocess

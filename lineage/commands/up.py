@@ -289,7 +289,7 @@ def _stop_server(proc: subprocess.Popen[bytes], grace_seconds: float = 20.0) -> 
 
 
 def _start_demo(stack: _Stack, args: argparse.Namespace) -> None:
-    from lineage.embedded.broker import DEMO_LINGER_MS
+    from lineage.embedded.broker import DEMO_BURST_SECONDS, DEMO_LINGER_MS
     from producers.demo import publish_demo
     from producers.emitter import LineageEmitter
     from producers.settings import EmitterSettings
@@ -300,7 +300,8 @@ def _start_demo(stack: _Stack, args: argparse.Namespace) -> None:
 
     def run() -> None:
         try:
-            publish_demo(stack.demo_emitter, rate=args.demo_rate, stop=stack.demo_stop, seed=0)
+            publish_demo(stack.demo_emitter, rate=args.demo_rate, stop=stack.demo_stop, seed=0,
+                         burst_seconds=DEMO_BURST_SECONDS)   # ~8x fewer record batches (broker.py)
         except BaseException as exc:  # noqa: BLE001 - reported on the status line and at exit
             stack.demo_error = exc
 

@@ -20,7 +20,8 @@ from schemas.errors import ConfigurationError, LineageError
 
 from .ports import free_port, wait_for_port
 
-__all__ = ["EmbeddedBroker", "resolve_tansu_binary", "create_topics", "DEFAULT_TOPICS", "DEMO_LINGER_MS"]
+__all__ = ["EmbeddedBroker", "resolve_tansu_binary", "create_topics", "DEFAULT_TOPICS", "DEMO_LINGER_MS",
+           "DEMO_BURST_SECONDS"]
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,12 @@ DEFAULT_TOPICS = ("openlineage.events", "openlineage.events.enriched", "openline
 #: demo traffic at 200 msg/s stalled the broker after ~20 minutes. 250 ms makes batches of several records (after
 #: 30 s at 200 msg/s: 0.33 ms per ListOffsets against 1.22) and only delays a demo record by up to a quarter second.
 DEMO_LINGER_MS = 250
+
+#: The demo traffic of ``lineage up`` and the soak is sent in bursts of this many seconds' messages
+#: (``producers.demo.publish_demo(burst_seconds=...)``): the same rate, but a linger window then closes on a whole
+#: burst, so each partition gets one record batch per burst instead of one per linger window (four a second).
+#: See benchmarks/embedded_broker_probe.py ``--demo-seconds`` for the counts (docs/PERFORMANCE.md, session 15).
+DEMO_BURST_SECONDS = 5.0
 
 
 def resolve_tansu_binary() -> str:
