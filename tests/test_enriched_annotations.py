@@ -219,3 +219,14 @@ def test_migration_takes_existing_batches_as_published(pg_dsn):
         store.conn.execute("INSERT INTO lineage_transactions (batch_id) VALUES (5), (-7)")  # -7: a `lineage load`
         store.migrate()
     assert _mark(pg_dsn) == 5
+
+
+@pytest.mark.unit
+def test_exported_documents_are_parsed_once_per_distinct_text():
+    from sink.annotations_lookup import _parsed
+
+    agent = '{"id": "a", "owners": [], "name": "job \\u00e9"}'
+    docs = _parsed([agent, None, '{"x": 1}', agent, '{}', None])
+    assert docs == [{"id": "a", "owners": [], "name": "job é"}, None, {"x": 1}, docs[0], {}, None]
+    assert docs[3] is docs[0]          # one parse, one object for equal texts (read-only documents)
+    assert _parsed([]) == [] and _parsed([None]) == [None]
