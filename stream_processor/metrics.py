@@ -123,9 +123,10 @@ class ProcessorMetrics:
         total_lag = 0
         for src in progress.sources or []:
             try:
-                end = json.loads(src.endOffset) if src.endOffset else {}
-                start = json.loads(src.startOffset) if src.startOffset else {}
-                latest = json.loads(src.latestOffset) if src.latestOffset else {}
+                # each may be absent, or the JSON text "null" (a query's first batch has no start offset)
+                end = (json.loads(src.endOffset) if src.endOffset else None) or {}
+                start = (json.loads(src.startOffset) if src.startOffset else None) or {}
+                latest = (json.loads(src.latestOffset) if src.latestOffset else None) or {}
             except (TypeError, ValueError):
                 continue
             for topic, parts in (latest or {}).items():

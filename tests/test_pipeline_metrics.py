@@ -19,7 +19,7 @@ class _Op:
 
 
 class _Src:
-    startOffset = None   # the query's first batch
+    startOffset = "null"   # the query's first batch (Spark's progress JSON has a null start offset)
     endOffset = json.dumps({"t": {"0": 10, "1": 5}})
     latestOffset = json.dumps({"t": {"0": 12, "1": 5}})
 
