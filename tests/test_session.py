@@ -76,3 +76,17 @@ def test_zips_stay_when_pyspark_is_not_installed_beside_them(monkeypatch, tmp_pa
     monkeypatch.setattr(sys, "path", [zip_path, jar, str(tmp_path / "site")])
     assert use_installed_pyspark() == [zip_path, jar]
     assert sys.path == [str(tmp_path / "site")]
+
+
+@pytest.mark.unit
+def test_the_driver_limits_its_own_malloc_arenas():
+    """MALLOC_ARENA_MAX in the environment only reaches the processes started after it (the JVM, its workers);
+    the driver sets the limit on itself through glibc's mallopt."""
+    import platform
+
+    from stream_processor.session import limit_malloc_arenas
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        assert limit_malloc_arenas(2) is False
+    else:
+        assert limit_malloc_arenas(2) is True
