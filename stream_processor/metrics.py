@@ -123,10 +123,7 @@ class ProcessorMetrics:
         total_lag = 0
         for src in progress.sources or []:
             try:
-                # each may be absent, or the JSON text "null" (a query's first batch has no start offset)
-                end = (json.loads(src.endOffset) if src.endOffset else None) or {}
-                start = (json.loads(src.startOffset) if src.startOffset else None) or {}
-                latest = (json.loads(src.latestOffset) if src.latestOffset else None) or {}
+                end, start, latest = (_offsets(src.endOffset), _offsets(src.startOffset), _offsets(src.latestOffset))
             except (TypeError, ValueError):
                 continue
             for topic, parts in (latest or {}).items():
@@ -148,6 +145,12 @@ class ProcessorMetrics:
         t = self.totals
         return (f"events in {int(t['consumed'])}, rejected {int(t['rejected'])}, duplicates "
                 f"{int(t['state_duplicates'] + t['sink_duplicates'])}, batches {int(t['batches'])}, lag {int(t['lag'])}")
+
+
+def _offsets(text: str | None) -> dict[str, Any]:
+    """A progress source's offset JSON as a dict: absent, or the text "null" (a query's first batch has no start
+    offset), is ``{}``."""
+    return (json.loads(text) if text else None) or {}
 
 
 def _listener_base() -> type:
