@@ -57,7 +57,8 @@ def classify(cmdline: str, driver_pid: int | None = None, pid: int | None = None
     return "other"
 
 
-def _snapshot() -> dict[int, float]:
+def _snapshot(parents: dict[int, int] | None = None) -> dict[int, float]:
+    """Cumulative CPU seconds of every process; ``parents`` (when given) gets each one's parent pid."""
     out: dict[int, float] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -68,7 +69,22 @@ def _snapshot() -> dict[int, float]:
         except OSError:
             continue
         out[int(entry)] = (int(fields[11]) + int(fields[12])) / _TICKS   # utime + stime
+        if parents is not None:
+            parents[int(entry)] = int(fields[1])
     return out
+
+
+def _descendants(root: int, parents: dict[int, int], known: set[int]) -> set[int]:
+    """``known`` plus every process whose parent chain reaches ``root`` (``root`` included)."""
+    mine = known | {root}
+    grew = True
+    while grew:
+        grew = False
+        for pid, ppid in parents.items():
+            if ppid in mine and pid not in mine:
+                mine.add(pid)
+                grew = True
+    return mine
 
 
 def _cmdline(pid: int) -> str | None:
@@ -80,9 +96,11 @@ def _cmdline(pid: int) -> str | None:
 
 
 def cpu_seconds(argv: list[str], interval: float = 0.25,
-                on_sample: Any = None) -> tuple[float, dict[str, float], int]:
+                on_sample: Any = None, tree: bool = False) -> tuple[float, dict[str, float], int]:
     """Run ``argv``; returns (wall seconds, CPU seconds per kind, exit code). ``on_sample(t, {kind: CPU-s})``
-    gets, after every sample, the CPU each kind used since the previous one (``t``: seconds since the start)."""
+    gets, after every sample, the CPU each kind used since the previous one (``t``: seconds since the start).
+    ``tree``: count only ``argv``'s process and its descendants (seen at a sample), not the whole machine: for a
+    run beside other work (a soak, a test run), where a machine-wide count would add their CPU to the kinds."""
     start = _snapshot()
     last = dict(start)
     kinds: dict[int, str] = {}
@@ -97,10 +115,17 @@ def cpu_seconds(argv: list[str], interval: float = 0.25,
             if cmd is not None:
                 kinds[pid] = classify(cmd, proc.pid, pid)
 
+    mine: set[int] = set()
     while proc.poll() is None:
         time.sleep(interval)
         step: dict[str, float] = {}
-        for pid, value in _snapshot().items():
+        parents: dict[int, int] = {}
+        snapshot = _snapshot(parents)
+        if tree:
+            mine = _descendants(proc.pid, parents, mine)
+        for pid, value in snapshot.items():
+            if tree and pid not in mine:
+                continue
             note(pid)
             used = value - last.get(pid, start.get(pid, 0.0))   # a process new since the start: from 0
             if used > 0:
@@ -112,6 +137,8 @@ def cpu_seconds(argv: list[str], interval: float = 0.25,
     wall = time.time() - began
     totals: dict[str, float] = {}
     for pid, value in last.items():
+        if tree and pid not in mine:
+            continue
         used = value - start.get(pid, 0.0)
         if used > 0:
             kind = kinds.get(pid, "other")
@@ -120,12 +147,16 @@ def cpu_seconds(argv: list[str], interval: float = 0.25,
 
 
 def parse_wrapper_args(args: list[str] | None, doc: str, interval: float, series: bool = False,
-                       options: Any = None) -> tuple[argparse.Namespace, list[str]]:
-    """``[--interval S] [--json FILE] [--series FILE] -- CMD...`` of a tool that runs and watches a command
-    (``--series`` only where ``series``; ``options(parser)`` adds the tool's own)."""
+                       options: Any = None, tree: bool = False) -> tuple[argparse.Namespace, list[str]]:
+    """``[--interval S] [--json FILE] [--tree] [--series FILE] -- CMD...`` of a tool that runs and watches a
+    command (``--tree`` only where ``tree``, ``--series`` only where ``series``; ``options(parser)`` adds the
+    tool's own)."""
     parser = argparse.ArgumentParser(description=doc.split("\n", 1)[0])
     parser.add_argument("--interval", type=float, default=interval)
     parser.add_argument("--json", dest="json_file")
+    if tree:
+        parser.add_argument("--tree", action="store_true",
+                            help="count only the command's process tree, not the whole machine (beside other work)")
     if series:
         parser.add_argument("--series", help="write one JSON line per sample here")
     if options is not None:
@@ -139,14 +170,15 @@ def parse_wrapper_args(args: list[str] | None, doc: str, interval: float, series
 
 
 def main(args: list[str] | None = None) -> int:
-    ns, command = parse_wrapper_args(args, __doc__, 0.25, series=True)
+    ns, command = parse_wrapper_args(args, __doc__, 0.25, series=True, tree=True)
     series = open(ns.series, "w", encoding="utf-8") if ns.series else None  # noqa: SIM115 - closed below
 
     def on_sample(t: float, step: dict[str, float]) -> None:
         series.write(json.dumps({"t": round(t, 2), **{k: round(v, 3) for k, v in sorted(step.items())}}) + "\n")
 
     try:
-        wall, totals, code = cpu_seconds(command, ns.interval, on_sample if series is not None else None)
+        wall, totals, code = cpu_seconds(command, ns.interval, on_sample if series is not None else None,
+                                        tree=ns.tree)
     finally:
         if series is not None:
             series.close()

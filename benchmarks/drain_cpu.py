@@ -65,12 +65,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument("--min-rows", type=int, default=1000, help="batches with more rows than this are the drain's")
         parser.add_argument("--cores", type=int, default=os.cpu_count() or 1)
 
-    ns, command = parse_wrapper_args(argv, __doc__, 0.25, options=options)
+    ns, command = parse_wrapper_args(argv, __doc__, 0.25, options=options, tree=True)
     samples: list[tuple[float, dict[str, float]]] = []
     with tempfile.TemporaryDirectory(prefix="drain-cpu-") as log_dir:
         os.environ["LINEAGE_SPARK_EVENT_LOG"] = log_dir
         began = time.time()
-        _, _, code = cpu_seconds(command, ns.interval, lambda t, step: samples.append((began + t, step)))
+        _, _, code = cpu_seconds(command, ns.interval, lambda t, step: samples.append((began + t, step)),
+                                 tree=ns.tree)
         if code:
             print(f"the command failed (exit code {code})", file=sys.stderr)
             return code

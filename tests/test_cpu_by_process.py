@@ -49,3 +49,28 @@ def test_the_series_has_one_line_per_sample(tmp_path) -> None:
     assert len(lines) >= 3 and all("t" in line for line in lines)
     # the command (kind "driver"), sample by sample; its last interval before it exits is not seen
     assert sum(line.get("driver", 0) for line in lines) >= 0.3
+
+
+def test_tree_counts_the_commands_children_and_not_the_machines_other_processes() -> None:
+    import subprocess
+    import textwrap
+
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < {s}: pass"
+    # a busy neighbour (not a descendant of the command) and a command whose child burns 0.6 s
+    neighbour = subprocess.Popen([sys.executable, "-c", burn.format(s=30.0)])
+    try:
+        child = textwrap.dedent(f"""
+            import subprocess, sys
+            subprocess.run([sys.executable, "-c", {burn.format(s=0.6)!r}], check=True)
+        """)
+        _, mine, code = cpu_seconds([sys.executable, "-c", child], interval=0.05, tree=True)
+        _, machine, _ = cpu_seconds([sys.executable, "-c", child], interval=0.05)
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+    assert code == 0
+    # the child is a plain Python process of the tree ("python"), counted either way
+    assert mine.get("python", 0) >= 0.4
+    # the neighbour ("python" too) burned beside each run: only the machine-wide count has it
+    assert machine.get("python", 0) >= mine.get("python", 0) + 0.3
+    assert mine.get("python", 0) < 1.0
