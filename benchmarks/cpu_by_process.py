@@ -57,8 +57,9 @@ def classify(cmdline: str, driver_pid: int | None = None, pid: int | None = None
     return "other"
 
 
-def _snapshot(parents: dict[int, int] | None = None) -> dict[int, float]:
-    """Cumulative CPU seconds of every process; ``parents`` (when given) gets each one's parent pid."""
+def _snapshot(parents: dict[int, tuple[int, int]] | None = None) -> dict[int, float]:
+    """Cumulative CPU seconds of every process; ``parents`` (when given) gets each one's parent pid and start
+    time (clock ticks since boot)."""
     out: dict[int, float] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -70,18 +71,21 @@ def _snapshot(parents: dict[int, int] | None = None) -> dict[int, float]:
             continue
         out[int(entry)] = (int(fields[11]) + int(fields[12])) / _TICKS   # utime + stime
         if parents is not None:
-            parents[int(entry)] = int(fields[1])
+            parents[int(entry)] = (int(fields[1]), int(fields[19]))
     return out
 
 
-def _descendants(root: int, parents: dict[int, int], known: set[int]) -> set[int]:
-    """``known`` plus every process whose parent chain reaches ``root`` (``root`` included)."""
+def _descendants(root: int, parents: dict[int, tuple[int, int]], known: set[int]) -> set[int]:
+    """``known`` plus every process whose parent chain reaches ``root`` (``root`` included), and the daemons
+    the tree started: processes adopted by init (pid 1) that started after ``root`` (``pg_ctl`` detaches
+    the PostgreSQL server it starts) with their children."""
     mine = known | {root}
+    born = parents.get(root, (0, 0))[1]
     grew = True
     while grew:
         grew = False
-        for pid, ppid in parents.items():
-            if ppid in mine and pid not in mine:
+        for pid, (ppid, started) in parents.items():
+            if pid not in mine and (ppid in mine or (ppid == 1 and started >= born)):
                 mine.add(pid)
                 grew = True
     return mine

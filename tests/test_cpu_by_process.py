@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -52,9 +54,6 @@ def test_the_series_has_one_line_per_sample(tmp_path) -> None:
 
 
 def test_tree_counts_the_commands_children_and_not_the_machines_other_processes() -> None:
-    import subprocess
-    import textwrap
-
     burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < {s}: pass"
     # a busy neighbour (not a descendant of the command) and a command whose child burns 0.6 s
     neighbour = subprocess.Popen([sys.executable, "-c", burn.format(s=30.0)])
@@ -74,3 +73,22 @@ def test_tree_counts_the_commands_children_and_not_the_machines_other_processes(
     # the neighbour ("python" too) burned beside each run: only the machine-wide count has it
     assert machine.get("python", 0) >= mine.get("python", 0) + 0.3
     assert mine.get("python", 0) < 1.0
+
+
+def test_tree_includes_a_daemon_the_command_detached() -> None:
+    # the command double-forks a busy grandchild and exits at once: the grandchild is adopted by init (as the
+    # PostgreSQL server pg_ctl starts is) and still counted, as long as it runs while the command does
+    code = textwrap.dedent("""
+        import os, subprocess, sys, time
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                t = time.process_time()
+                while time.process_time() - t < 0.6: pass
+            os._exit(0)
+        time.sleep(1.5)
+    """)
+    _, mine, rc = cpu_seconds([sys.executable, "-c", code], interval=0.05, tree=True)
+    assert rc == 0
+    # whatever kind the grandchild's command line makes it, its CPU is the tree's beside the command's own
+    assert sum(v for k, v in mine.items() if k != "driver") >= 0.4
