@@ -73,8 +73,9 @@ def main(args: list[str] | None = None) -> int:
     command = ns.command[1:] if ns.command[:1] == ["--"] else ns.command
     if not command:
         parser.error("a command to run is required")
-    before = _java_threads()          # JVMs already running: count only what they burn from now on
-    last = {key: cpu for key, (_name, cpu) in before.items()}
+    # JVMs already running are not the command's (a soak's, a test run's): left out
+    others = {pid for pid, _tid in _java_threads()}
+    last: dict[tuple[str, str], float] = {}
     totals: dict[str, float] = {}
     series = open(ns.series, "w", encoding="utf-8") if ns.series else None  # noqa: SIM115 - closed below
     started = time.monotonic()
@@ -84,6 +85,8 @@ def main(args: list[str] | None = None) -> int:
             done = proc.poll() is not None
             sample: dict[str, float] = {}
             for key, (name, cpu) in _java_threads().items():
+                if key[0] in others:
+                    continue
                 kind = thread_kind(name)
                 sample[kind] = sample.get(kind, 0.0) + cpu - last.get(key, 0.0)
                 last[key] = cpu
