@@ -36,7 +36,7 @@ from typing import Any
 
 from schemas.errors import EventValidationError
 
-__all__ = ["DECODED_SCHEMA", "PACKED_SCHEMA", "NARROW_COLUMNS", "PACKED_COLUMNS", "DecodedColumns", "decode_batches",
+__all__ = ["DECODED_SCHEMA", "PACKED_SCHEMA", "PLANNED_AT_COLUMN", "READER_PACKED_SCHEMA", "NARROW_COLUMNS", "PACKED_COLUMNS", "DecodedColumns", "decode_batches",
            "decode_record", "arrow_decoded_schema", "arrow_packed_schema", "pack_row", "unpack_row", "full_rows"]
 
 DECODED_SCHEMA = (
@@ -54,6 +54,10 @@ NARROW_COLUMNS = ("status", "event_hash", "event_time", "has_self", "run_id", "e
 PACKED_COLUMNS = tuple(c.split(" ", 1)[0] for c in DECODED_SCHEMA.split(", ") if c.split(" ", 1)[0] not in NARROW_COLUMNS)
 PACKED_SCHEMA = ("status string, event_hash string, event_time timestamp, has_self boolean, run_id string, "
                  "event_type string, packed binary")
+#: The column ``lineage_kafka``'s decoding reader adds to :data:`PACKED_SCHEMA`: when the micro-batch's ranges were
+#: planned (the driver's clock, one value per batch), the ``now`` of the dedupe's clamp (dedupe.py), which drops it.
+PLANNED_AT_COLUMN = "planned_at"
+READER_PACKED_SCHEMA = PACKED_SCHEMA + f", {PLANNED_AT_COLUMN} timestamp"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _KAFKA_TS = PACKED_COLUMNS.index("kafka_timestamp")
 

@@ -16,7 +16,8 @@ Options: ``kafka.bootstrap.servers``, ``subscribe`` (comma list) or ``subscribeP
 ``registryUrl`` (below) and any ``kafka.<librdkafka key>``.
 
 **Decoding in the reader.** With ``decode`` = ``packed`` the source's schema is
-:data:`stream_processor.decode.PACKED_SCHEMA` instead of Kafka's columns: each reader task puts the
+:data:`stream_processor.decode.READER_PACKED_SCHEMA` (``PACKED_SCHEMA`` and ``planned_at``, when the batch's
+ranges were planned: the dedupe's ``now``, stream_processor/dedupe.py) instead of Kafka's columns: each reader task puts the
 messages it resolved (reassembled chunk groups, rejected groups with their ``lineage.chunk.error``
 header, plain messages) through the same decode as ``mapInArrow(decode_batches(..., packed=True))``
 (:class:`stream_processor.decode.DecodedColumns`, with the Schema Registry at ``registryUrl`` if given)
@@ -64,7 +65,7 @@ from typing import Any, TypeVar
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from .decode import PACKED_SCHEMA, DecodedColumns
+from .decode import PLANNED_AT_COLUMN, READER_PACKED_SCHEMA, DecodedColumns
 
 try:  # Spark >= 4.2: read limits and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import (
@@ -88,7 +89,7 @@ KAFKA_SCHEMA = ("key binary, value binary, topic string, partition int, offset l
                 "timestampType int, headers array<struct<key:string,value:binary>>")
 
 #: Values of the ``decode`` option: the source's schema for each (module doc, "Decoding in the reader").
-DECODE_SCHEMAS = {"none": KAFKA_SCHEMA, "packed": PACKED_SCHEMA}
+DECODE_SCHEMAS = {"none": KAFKA_SCHEMA, "packed": READER_PACKED_SCHEMA}
 
 Offsets = dict[str, dict[str, int]]
 T = TypeVar("T")
@@ -110,7 +111,7 @@ class KafkaRange(InputPartition):
     """One Kafka partition's offsets ``[start, end)`` for one micro-batch (picklable)."""
 
     def __init__(self, topic: str, partition: int, start: int, end: int, conf_json: str,
-                 poll_timeout_ms: int = 120_000) -> None:
+                 poll_timeout_ms: int = 120_000, planned_us: int | None = None) -> None:
         super().__init__(f"{topic}[{partition}]{start}..{end}")
         self.topic = topic
         self.partition = partition
@@ -118,6 +119,9 @@ class KafkaRange(InputPartition):
         self.end = end
         self.conf_json = conf_json
         self.poll_timeout_ms = poll_timeout_ms
+        #: when the micro-batch was planned (microseconds since the epoch, the driver's clock): the decoding
+        #: reader's ``planned_at`` column (module doc, "Decoding in the reader")
+        self.planned_us = planned_us if planned_us is not None else int(time.time() * 1_000_000)
 
 
 def _consumer(conf: dict[str, Any], **extra: Any) -> Any:
@@ -201,7 +205,13 @@ class _DecodedRangeRows(_RangeRows):
         n = self.decoded.messages
         if not n or (n < self.batch_rows and not final):
             return None
-        return self.decoded.take()
+        batch = self.decoded.take()
+        if batch is None:
+            return None
+        import pyarrow as pa
+
+        kind = batch.schema.field("event_time").type
+        return batch.append_column(PLANNED_AT_COLUMN, pa.array([self.rng.planned_us] * batch.num_rows, kind))
 
 
 class _ChunkRouter:
@@ -716,7 +726,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         conf_json = json.dumps(self.conf)
         ranges = {(t, p): (begin.get((t, p), 0), e) for (t, p), e in sorted(finish.items())
                   if e > begin.get((t, p), 0) and t not in stale}
-        return [KafkaRange(t, p, a, b, conf_json, self.poll_timeout_ms)
+        planned_us = int(time.time() * 1_000_000)
+        return [KafkaRange(t, p, a, b, conf_json, self.poll_timeout_ms, planned_us)
                 for (t, p), (a, b) in split_ranges(ranges, self.min_partitions)]
 
     def read(self, partition: KafkaRange) -> Iterator[Any]:  # type: ignore[override]

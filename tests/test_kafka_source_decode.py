@@ -10,7 +10,7 @@ import pytest
 from benchmarks.e2e_bench import _demo_values
 from producers.chunking import split_message
 from schemas.codec import encode_single_object
-from stream_processor.decode import PACKED_SCHEMA, unpack_row
+from stream_processor.decode import PACKED_SCHEMA, PLANNED_AT_COLUMN, READER_PACKED_SCHEMA, unpack_row
 from stream_processor.kafka_source import decode_option
 from stream_processor.pipeline import build_stream, decoded_stream, read_kafka
 from stream_processor.settings import ProcessorSettings
@@ -72,10 +72,16 @@ def test_fused_source_gives_the_rows_of_the_unfused_plan(spark, kafka_bootstrap,
     settings = _settings(kafka_bootstrap, topic, str(tmp_path / "unused"))
 
     fused_stream = decoded_stream(spark, settings)
-    assert fused_stream.schema.simpleString() == spark.createDataFrame([], PACKED_SCHEMA).schema.simpleString()
+    assert fused_stream.schema.simpleString() == \
+        spark.createDataFrame([], READER_PACKED_SCHEMA).schema.simpleString()
     fused = _rows(spark, fused_stream, "fused_rows", str(tmp_path / "fused"))
     unfused = _rows(spark, decoded_stream(spark, settings, fuse_decode=False), "unfused_rows", str(tmp_path / "u"))
 
+    # the fused reader adds when each batch was planned (the dedupe's "now", dedupe.py): one time per batch
+    # (40 records a batch over 4 read tasks)
+    planned = [r.pop(PLANNED_AT_COLUMN) for r in fused]
+    assert None not in planned
+    assert 2 <= len(set(planned)) <= -(-len(fused) // 10)
     assert fused == unfused
     ok = [r for r in fused if r["status"] == "ok"]
     rejected = {r["error_code"]: r for r in fused if r["status"] != "ok"}
@@ -101,9 +107,16 @@ def test_build_stream_decodes_in_the_source_unless_given_one(spark, kafka_bootst
     def plan(df: Any) -> str:
         return df._jdf.queryExecution().logical().toString()
 
-    fused = plan(build_stream(spark, settings))
-    given = plan(build_stream(spark, settings, source=read_kafka(spark, settings)))
+    fused_stream = build_stream(spark, settings)
+    given_stream = build_stream(spark, settings, source=read_kafka(spark, settings))
+    fused, given = plan(fused_stream), plan(given_stream)
     assert "MapInArrow" not in fused and "MapInArrow" in given
+    # the dedupe's clamp takes "now" from the fused reader's planned_at (a column: the same generated code every
+    # batch), from the batch timestamp otherwise, and drops planned_at: both give the same columns
+    assert "current_timestamp" not in fused and "current_timestamp" in given
+    assert fused_stream.schema == given_stream.schema
+    assert PLANNED_AT_COLUMN not in fused_stream.columns
+    assert fused_stream.schema.simpleString().startswith(spark.createDataFrame([], PACKED_SCHEMA).schema.simpleString()[:-1])
     with pytest.raises(ValueError, match="only the lineage_kafka source decodes"):
         read_kafka(spark, settings.model_copy(update={"source_format": "kafka"}), decode=True)
 
@@ -143,3 +156,37 @@ def test_a_checkpoint_of_the_unfused_plan_resumes_fused(spark, kafka_bootstrap, 
     produce(kafka_bootstrap, topic, [first[0], after_event])
     after = hashes(build_stream(spark, settings))
     assert len(after) == 1 and after[0] not in before
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_the_deduplicated_stream_is_not_compiled_again_every_batch(spark, kafka_bootstrap, topic_names, tmp_path):
+    """The dedupe's clamp reads "now" from a column: Spark compiles the stage holding it once, not per batch as
+    with the batch timestamp, a constant in the generated code (2 extra compilations of ~15-45 ms each per
+    batch). Spark's own watermark predicate is still compiled per batch (its watermark is a constant too)."""
+    topic = topic_names["events"]
+    produce(kafka_bootstrap, topic, [encode_single_object(run_event(job=f"c{i}")) for i in range(240)])
+    settings = _settings(kafka_bootstrap, topic, str(tmp_path / "ck"))
+    metrics = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics
+    compiled: list[int] = []
+
+    def batch(df: Any, _id: int) -> None:
+        before = metrics.METRIC_COMPILATION_TIME().getCount()
+        df.collect()
+        compiled.append(metrics.METRIC_COMPILATION_TIME().getCount() - before)
+
+    conf = "spark.sql.streaming.noDataMicroBatches.enabled"
+    spark.conf.set(conf, "false")
+    try:
+        q = (build_stream(spark, settings).writeStream.foreachBatch(batch)
+             .option("checkpointLocation", settings.checkpoint_dir).start())
+    finally:
+        spark.conf.set(conf, "true")
+    try:
+        q.processAllAvailable()
+        assert q.exception() is None
+    finally:
+        q.stop()
+    steady = compiled[2:]            # the first batches compile the query's code
+    assert len(steady) >= 3, compiled
+    assert sum(steady) <= len(steady), compiled
