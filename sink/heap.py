@@ -15,6 +15,17 @@ only look at what the block allocated. Blocks nest and may be entered by several
 one process): the outermost entry freezes, the last exit unfreezes. When the collector is disabled it is
 left alone; when the process froze objects itself (a forked worker keeping its pages shared) the block
 pauses the collector instead, so that objects that are not ours are never unfrozen.
+
+The blocks starve the oldest generation's full collections: what a block froze goes back to the oldest
+generation without counting as new there, and in a running processor some thread is inside a block most of
+the time (the finisher merges one batch while Spark stages the next), so the full collection that would
+reclaim the oldest generation's reference cycles never came. PySpark's per-batch py4j objects are such cycles
+(a ``JavaObject`` and the ``JavaMember`` of each method called on it reference each other), and each keeps its
+JVM object (a batch's ``Dataset`` with its plans) alive in the JVM: in a 200 msg/s soak the driver's RSS
+grew ~15-30 MB and the JVM's old generation ~50 MB per 5 minutes; 60 micro-batches left 1,238 live
+``JavaObject``\ s, 9 after one ``gc.collect()`` (2026-11-26). So the last exit of a block runs a full
+collection itself when the last one it ran is :data:`FULL_COLLECTION_SECONDS` old (~0.1 s for the driver's
+~150,000 objects, at most twice a minute: nothing is frozen then).
 """
 
 from __future__ import annotations
@@ -22,14 +33,19 @@ from __future__ import annotations
 import gc
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["frozen_heap"]
+__all__ = ["frozen_heap", "FULL_COLLECTION_SECONDS"]
+
+#: At most this often, the last exit of a ``freeze`` block collects the oldest generation (module doc).
+FULL_COLLECTION_SECONDS = 30.0
 
 _lock = threading.Lock()
 _depth = 0
 _mode: str | None = None   # "freeze", "pause" or None (collector was disabled: nothing to undo)
+_last_full = time.monotonic()   # when a block's last exit last collected the oldest generation
 
 
 _foreign_pid: int | None = None   # the process seen holding frozen objects that are not ours
@@ -49,6 +65,15 @@ def _frozen_by_process() -> bool:
         _foreign_pid = pid
         return True
     return False
+
+
+def _collect_now_and_then() -> None:
+    """A full collection if the last one this module ran is :data:`FULL_COLLECTION_SECONDS` old (module doc)."""
+    global _last_full
+    now = time.monotonic()
+    if now - _last_full >= FULL_COLLECTION_SECONDS:
+        _last_full = now
+        gc.collect()
 
 
 @contextmanager
@@ -74,6 +99,7 @@ def frozen_heap() -> Iterator[None]:
             if _depth == 0:
                 if _mode == "freeze":
                     gc.unfreeze()
+                    _collect_now_and_then()
                 elif _mode == "pause":
                     gc.enable()
                 _mode = None

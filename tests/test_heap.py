@@ -106,3 +106,34 @@ def test_the_collector_is_restored_when_the_block_raises() -> None:
         raise RuntimeError("boom")
     assert gc.get_freeze_count() == 0
     assert gc.isenabled()
+
+
+def test_the_last_exit_collects_the_oldest_generation_now_and_then(monkeypatch) -> None:
+    """Cycles older than a block are frozen by it and go back to the oldest generation without counting as new
+    there, so with blocks back to back nothing collected them (py4j's per-batch objects, module doc)."""
+    import time
+    import weakref
+
+    import sink.heap
+
+    class Node:
+        pass
+
+    def cycle() -> weakref.ref:
+        node = Node()
+        node.me = node
+        return weakref.ref(node)
+
+    monkeypatch.setattr(sink.heap, "FULL_COLLECTION_SECONDS", 3600.0)
+    monkeypatch.setattr(sink.heap, "_last_full", time.monotonic())
+    kept = cycle()
+    with frozen_heap():
+        pass
+    assert kept() is not None          # not yet due (and only a full collection would have freed it)
+    monkeypatch.setattr(sink.heap, "FULL_COLLECTION_SECONDS", 0.0)
+    freed = cycle()
+    with frozen_heap():
+        with frozen_heap():
+            pass
+        assert freed() is not None     # an inner exit does not collect: the outer block still holds frozen objects
+    assert kept() is None and freed() is None
