@@ -51,6 +51,22 @@ def _rows(spark: Any, stream: Any, name: str, checkpoint: str) -> list[dict[str,
     return sorted(out, key=lambda d: (d["source_partition"], d["source_offset"], d["event_hash"]))
 
 
+def _drain(spark: Any, stream: Any, on_batch: Any, checkpoint: str) -> None:
+    """Run ``stream`` into ``foreachBatch(on_batch)`` until it has read everything, then stop it. No-data batches
+    are off for the query, as pipeline.start_query turns them off with ticks (the dedupe's watermark asks for them)."""
+    conf = "spark.sql.streaming.noDataMicroBatches.enabled"
+    spark.conf.set(conf, "false")
+    try:
+        q = stream.writeStream.foreachBatch(on_batch).option("checkpointLocation", checkpoint).start()
+    finally:
+        spark.conf.set(conf, "true")
+    try:
+        q.processAllAvailable()
+        assert q.exception() is None
+    finally:
+        q.stop()
+
+
 @pytest.mark.unit
 def test_decode_option_values():
     assert decode_option({}) == "none"
@@ -133,22 +149,9 @@ def test_a_checkpoint_of_the_unfused_plan_resumes_fused(spark, kafka_bootstrap, 
 
     def hashes(stream: Any) -> list[str]:
         got: list[str] = []
-        # No-data batches off for this query, as pipeline.start_query does with ticks (the dedupe's
-        # watermark would ask for them).
         # foreachBatch as the processor's: the memory sink cannot resume an append-mode checkpoint.
-        conf = "spark.sql.streaming.noDataMicroBatches.enabled"
-        spark.conf.set(conf, "false")
-        try:
-            q = (stream.writeStream.foreachBatch(lambda df, _id: got.extend(r.event_hash for r in df.collect()))
-                 .option("checkpointLocation", settings.checkpoint_dir).start())
-        finally:
-            spark.conf.set(conf, "true")
-        try:
-            q.processAllAvailable()
-            assert q.exception() is None
-            return sorted(got)
-        finally:
-            q.stop()
+        _drain(spark, stream, lambda df, _id: got.extend(r.event_hash for r in df.collect()), settings.checkpoint_dir)
+        return sorted(got)
 
     before = hashes(build_stream(spark, settings, fuse_decode=False))
     assert len(before) == 3
@@ -175,18 +178,7 @@ def test_the_deduplicated_stream_is_not_compiled_again_every_batch(spark, kafka_
         df.collect()
         compiled.append(metrics.METRIC_COMPILATION_TIME().getCount() - before)
 
-    conf = "spark.sql.streaming.noDataMicroBatches.enabled"
-    spark.conf.set(conf, "false")
-    try:
-        q = (build_stream(spark, settings).writeStream.foreachBatch(batch)
-             .option("checkpointLocation", settings.checkpoint_dir).start())
-    finally:
-        spark.conf.set(conf, "true")
-    try:
-        q.processAllAvailable()
-        assert q.exception() is None
-    finally:
-        q.stop()
+    _drain(spark, build_stream(spark, settings), batch, settings.checkpoint_dir)
     steady = compiled[2:]            # the first batches compile the query's code
     assert len(steady) >= 3, compiled
     assert sum(steady) <= len(steady), compiled
