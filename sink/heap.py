@@ -67,13 +67,16 @@ def _frozen_by_process() -> bool:
     return False
 
 
-def _collect_now_and_then() -> None:
-    """A full collection if the last one this module ran is :data:`FULL_COLLECTION_SECONDS` old (module doc)."""
+def _full_collection_due() -> bool:
+    """Whether the last full collection this module ran is :data:`FULL_COLLECTION_SECONDS` old (module doc); if so
+    it counts as run now. Called under ``_lock``; the collection itself runs after the lock is released (a
+    finalizer it calls may enter a block: a generator closed inside one, say)."""
     global _last_full
     now = time.monotonic()
     if now - _last_full >= FULL_COLLECTION_SECONDS:
         _last_full = now
-        gc.collect()
+        return True
+    return False
 
 
 @contextmanager
@@ -94,12 +97,15 @@ def frozen_heap() -> Iterator[None]:
     try:
         yield
     finally:
+        collect = False
         with _lock:
             _depth -= 1
             if _depth == 0:
                 if _mode == "freeze":
                     gc.unfreeze()
-                    _collect_now_and_then()
+                    collect = _full_collection_due()
                 elif _mode == "pause":
                     gc.enable()
                 _mode = None
+        if collect:
+            gc.collect()

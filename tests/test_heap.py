@@ -137,3 +137,33 @@ def test_the_last_exit_collects_the_oldest_generation_now_and_then(monkeypatch) 
             pass
         assert freed() is not None     # an inner exit does not collect: the outer block still holds frozen objects
     assert kept() is None and freed() is None
+
+
+def test_a_finalizer_run_by_the_last_exits_collection_may_enter_a_block(monkeypatch) -> None:
+    """The last exit's collection runs outside the module's lock: a finalizer it runs may use a block itself."""
+    import sink.heap
+
+    entered: list[int] = []
+
+    class Entering:
+        def __del__(self) -> None:
+            with frozen_heap():
+                entered.append(1)
+
+    cyclic = Entering()
+    cyclic.me = cyclic
+    del cyclic                        # garbage only the collector frees
+    monkeypatch.setattr(sink.heap, "FULL_COLLECTION_SECONDS", 0.0)
+    done = threading.Event()
+
+    def block() -> None:
+        with frozen_heap():
+            pass
+        done.set()
+
+    thread = threading.Thread(target=block, daemon=True)
+    thread.start()
+    assert done.wait(10), "deadlocked"
+    assert entered == [1]
+    assert gc.get_freeze_count() == 0
+    assert gc.isenabled()
