@@ -21,8 +21,8 @@ generation without counting as new there, and in a running processor some thread
 the time (the finisher merges one batch while Spark stages the next), so the full collection that would
 reclaim the oldest generation's reference cycles never came. PySpark's per-batch py4j objects are such cycles
 (a ``JavaObject`` and the ``JavaMember`` of each method called on it reference each other), and each keeps its
-JVM object (a batch's ``Dataset`` with its plans) alive in the JVM: in a 200 msg/s soak the driver's RSS
-grew ~15-30 MB and the JVM's old generation ~50 MB per 5 minutes; 60 micro-batches left 1,238 live
+JVM object (a batch's ``Dataset`` with its plans) alive in the JVM: in a 200 msg/s soak the JVM's old
+generation grew ~55 MB per 5 minutes (~10 with this; the driver's own share is small); 60 micro-batches left 1,238 live
 ``JavaObject`` objects, 9 after one ``gc.collect()`` (2026-11-26). So the last exit of a block runs a full
 collection itself when the last one it ran is :data:`FULL_COLLECTION_SECONDS` old (45-55 ms for ~170,000
 objects, the driver's heap; at most twice a minute: nothing is frozen then).
