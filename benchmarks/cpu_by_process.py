@@ -123,8 +123,8 @@ def cpu_seconds(argv: list[str], interval: float = 0.25,
     while proc.poll() is None:
         time.sleep(interval)
         step: dict[str, float] = {}
-        parents: dict[int, int] = {}
-        snapshot = _snapshot(parents)
+        parents: dict[int, tuple[int, int]] = {}
+        snapshot = _snapshot(parents if tree else None)
         if tree:
             mine = _descendants(proc.pid, parents, mine)
         for pid, value in snapshot.items():

@@ -43,10 +43,11 @@ def parse_stat(raw: bytes) -> tuple[str, float]:
     return name, (int(fields[11]) + int(fields[12])) / _TICKS
 
 
-def _java_threads() -> dict[tuple[str, str], tuple[str, float]]:
+def _java_threads(skip: frozenset[str] = frozenset()) -> dict[tuple[str, str], tuple[str, float]]:
+    """``{(pid, tid): (thread name, CPU seconds)}`` of every thread of every ``java`` process but those in ``skip``."""
     out: dict[tuple[str, str], tuple[str, float]] = {}
     for pid in os.listdir("/proc"):
-        if not pid.isdigit():
+        if not pid.isdigit() or pid in skip:
             continue
         try:
             with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
@@ -74,7 +75,7 @@ def main(args: list[str] | None = None) -> int:
     if not command:
         parser.error("a command to run is required")
     # JVMs already running are not the command's (a soak's, a test run's): left out
-    others = {pid for pid, _tid in _java_threads()}
+    others = frozenset(pid for pid, _tid in _java_threads())
     last: dict[tuple[str, str], float] = {}
     totals: dict[str, float] = {}
     series = open(ns.series, "w", encoding="utf-8") if ns.series else None  # noqa: SIM115 - closed below
@@ -84,9 +85,7 @@ def main(args: list[str] | None = None) -> int:
         while True:
             done = proc.poll() is not None
             sample: dict[str, float] = {}
-            for key, (name, cpu) in _java_threads().items():
-                if key[0] in others:
-                    continue
+            for key, (name, cpu) in _java_threads(others).items():
                 kind = thread_kind(name)
                 sample[kind] = sample.get(kind, 0.0) + cpu - last.get(key, 0.0)
                 last[key] = cpu

@@ -123,10 +123,10 @@ class ProcessorMetrics:
         total_lag = 0
         for src in progress.sources or []:
             try:
-                end, start, latest = (_offsets(src.endOffset), _offsets(src.startOffset), _offsets(src.latestOffset))
+                end, start, latest = _offsets(src.endOffset), _offsets(src.startOffset), _offsets(src.latestOffset)
             except (TypeError, ValueError):
                 continue
-            for topic, parts in (latest or {}).items():
+            for topic, parts in latest.items():
                 if topic.startswith("$"):  # the source's meta keys (kafka_source.META_KEYS), not a topic
                     continue
                 for part, off in parts.items():
@@ -136,7 +136,7 @@ class ProcessorMetrics:
                     lag = max(int(off) - int(committed), 0)
                     self.lag.labels(topic, part).set(lag)
                     total_lag += lag
-            for topic, parts in ((end or {}).get("$reset") or {}).items():
+            for topic, parts in (end.get("$reset") or {}).items():
                 for part in parts:
                     self.offset_resets.labels(topic, part).inc()
         self.totals["lag"] = total_lag
