@@ -26,6 +26,13 @@ generation grew ~55 MB per 5 minutes (~10 with this; the driver's own share is s
 ``JavaObject`` objects, 9 after one ``gc.collect()`` (2026-11-26). So the last exit of a block runs a full
 collection itself when the last one it ran is :data:`FULL_COLLECTION_SECONDS` old (45-55 ms for ~170,000
 objects, the driver's heap; at most twice a minute: nothing is frozen then).
+
+After that collection the process gives glibc's free pages back to the system (:func:`release_freed_memory`).
+glibc returns freed memory only from the top of an arena, so the driver's RSS kept the high-water mark of its
+batches' allocations, and with it whatever the arenas' fragmentation added: in a 200 msg/s soak (2026-11-26,
+17 minutes in) the driver held 418 MB RSS while glibc's arenas held 119 MB of which 74 MB were free chunks
+(``malloc_info``); ``malloc_trim(0)`` took it to 357 MB (the main arena's pages 97 -> 40 MB). The soaks had the
+driver's RSS climbing ~8-10 MB per 5 minutes with no growth of its Python objects.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["frozen_heap", "FULL_COLLECTION_SECONDS"]
+__all__ = ["frozen_heap", "FULL_COLLECTION_SECONDS", "release_freed_memory"]
 
 #: At most this often, the last exit of a ``freeze`` block collects the oldest generation (module doc).
 FULL_COLLECTION_SECONDS = 30.0
@@ -79,6 +86,28 @@ def _full_collection_due() -> bool:
     return False
 
 
+_trim: list[object] = []   # [glibc's malloc_trim] or [None] where there is none, once looked up
+
+
+def release_freed_memory() -> bool:
+    """Give the whole free pages of glibc's arenas back to the system (``malloc_trim(0)``: ``madvise`` of the
+    free pages inside each arena, not only its top; a few milliseconds). False where the C library is not glibc."""
+    if not _trim:
+        import ctypes
+
+        try:
+            fn = ctypes.CDLL("libc.so.6").malloc_trim
+            fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
+            _trim.append(fn)
+        except (OSError, AttributeError):   # not Linux / not glibc (musl, macOS)
+            _trim.append(None)
+    fn = _trim[0]
+    if fn is None:
+        return False
+    fn(0)
+    return True
+
+
 @contextmanager
 def frozen_heap() -> Iterator[None]:
     """Collections in the block see only the objects allocated in it (module doc)."""
@@ -109,3 +138,4 @@ def frozen_heap() -> Iterator[None]:
                 _mode = None
         if collect:
             gc.collect()
+            release_freed_memory()
