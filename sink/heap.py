@@ -43,6 +43,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 __all__ = ["frozen_heap", "FULL_COLLECTION_SECONDS", "release_freed_memory"]
 
@@ -86,7 +87,7 @@ def _full_collection_due() -> bool:
     return False
 
 
-_trim: list[object] = []   # [glibc's malloc_trim] or [None] where there is none, once looked up
+_trim: list[Any] = []   # [glibc's malloc_trim] or [None] where there is none, once looked up
 
 
 def release_freed_memory() -> bool:
@@ -96,15 +97,15 @@ def release_freed_memory() -> bool:
         import ctypes
 
         try:
-            fn = ctypes.CDLL("libc.so.6").malloc_trim
-            fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
-            _trim.append(fn)
+            found = ctypes.CDLL("libc.so.6").malloc_trim
+            found.argtypes, found.restype = [ctypes.c_size_t], ctypes.c_int
+            _trim.append(found)
         except (OSError, AttributeError):   # not Linux / not glibc (musl, macOS)
             _trim.append(None)
-    fn = _trim[0]
-    if fn is None:
+    trim = _trim[0]
+    if trim is None:
         return False
-    fn(0)
+    trim(0)
     return True
 
 
