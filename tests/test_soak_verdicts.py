@@ -1,0 +1,35 @@
+"""benchmarks/soak.py's verdicts (pure): what counts as growing without bound."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.soak import verdicts
+
+pytestmark = pytest.mark.unit
+
+
+def _samples(series: dict[str, list[float]]) -> list[dict[str, float]]:
+    n = len(next(iter(series.values())))
+    return [{"t": 10.0 * i, **{k: v[i] for k, v in series.items()}} for i in range(n)]
+
+
+def test_a_lag_of_a_few_records_is_not_a_backlog() -> None:
+    """The 25-minute soak of 2026-11-26: lag quarter means 1.6 and 6.7 records at 200 msg/s."""
+    lag = [0.0] * 60 + [0.0, 119.0, 0.0, 67.0] * 10
+    out = verdicts(_samples({"lag": lag}), lag_floor=200 * 10)
+    assert out["lag"]["q4_mean"] > 1.2 * out["lag"]["q2_mean"] and out["lag"]["slope_per_hour"] > 0
+    assert out["lag"]["grows_without_bound"] is False
+    assert verdicts(_samples({"lag": lag}))["lag"]["grows_without_bound"] is True   # without the floor
+
+
+def test_a_growing_backlog_and_a_growing_rss_still_grow() -> None:
+    ramp = [float(i * i) * 10 for i in range(100)]
+    out = verdicts(_samples({"lag": ramp, "rss_driver_py": [300.0 + i * i / 10 for i in range(100)]}), lag_floor=2000)
+    assert out["lag"]["grows_without_bound"] is True
+    assert out["rss_driver_py"]["grows_without_bound"] is True
+
+
+def test_a_flat_rss_is_bounded_whatever_the_floor() -> None:
+    out = verdicts(_samples({"rss_driver_py": [400.0 + (i % 7) for i in range(100)]}), lag_floor=2000)
+    assert out["rss_driver_py"]["grows_without_bound"] is False
