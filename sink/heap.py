@@ -31,8 +31,11 @@ After that collection the process gives glibc's free pages back to the system (:
 glibc returns freed memory only from the top of an arena, so the driver's RSS kept the high-water mark of its
 batches' allocations, and with it whatever the arenas' fragmentation added: in a 200 msg/s soak (2026-11-26,
 17 minutes in) the driver held 418 MB RSS while glibc's arenas held 119 MB of which 74 MB were free chunks
-(``malloc_info``); ``malloc_trim(0)`` took it to 357 MB (the main arena's pages 97 -> 40 MB). The soaks had the
-driver's RSS climbing ~8-10 MB per 5 minutes with no growth of its Python objects.
+(``malloc_info``); ``malloc_trim(0)`` took it to 357 MB (the main arena's pages 97 -> 40 MB), and 20 s later it
+was back at 404 MB: most of that is the finisher's per-batch working set. With the trim every 30 s the main arena
+held 64-68 MB of resident pages through a 25-minute soak (without: 97 MB); the driver's RSS as a whole did not
+change measurably (5-minute means 360-420 MB either way): what still grows slowly is elsewhere (other anonymous
+mappings, docs/PERFORMANCE.md session 17).
 """
 
 from __future__ import annotations
