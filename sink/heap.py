@@ -34,12 +34,13 @@ batches' allocations, and with it whatever the arenas' fragmentation added: in a
 (``malloc_info``); ``malloc_trim(0)`` took it to 357 MB (the main arena's pages 97 -> 40 MB), and 20 s later it
 was back at 404 MB: most of that is the finisher's per-batch working set. With the trim every 30 s the main arena
 held 64-68 MB of resident pages through a 25-minute soak (without: 97 MB); the driver's RSS as a whole did not
-change measurably (5-minute means 360-420 MB either way): what still grows slowly is elsewhere (other anonymous
-mappings, docs/PERFORMANCE.md session 17).
+change measurably (5-minute means 360-420 MB either way): what still grew slowly was sink/ids.py's id caches
+filling (docs/PERFORMANCE.md session 17).
 """
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import threading
@@ -90,22 +91,23 @@ def _full_collection_due() -> bool:
     return False
 
 
-_trim: list[Any] = []   # [glibc's malloc_trim] or [None] where there is none, once looked up
+@functools.cache
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim``, or None where the C library is not glibc (musl, macOS); looked up once."""
+    import ctypes
+
+    try:
+        found = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+    found.argtypes, found.restype = [ctypes.c_size_t], ctypes.c_int
+    return found
 
 
 def release_freed_memory() -> bool:
     """Give the whole free pages of glibc's arenas back to the system (``malloc_trim(0)``: ``madvise`` of the
     free pages inside each arena, not only its top; a few milliseconds). False where the C library is not glibc."""
-    if not _trim:
-        import ctypes
-
-        try:
-            found = ctypes.CDLL("libc.so.6").malloc_trim
-            found.argtypes, found.restype = [ctypes.c_size_t], ctypes.c_int
-            _trim.append(found)
-        except (OSError, AttributeError):   # not Linux / not glibc (musl, macOS)
-            _trim.append(None)
-    trim = _trim[0]
+    trim = _malloc_trim()
     if trim is None:
         return False
     trim(0)
