@@ -92,10 +92,18 @@ def _descendants(root: int, parents: dict[int, tuple[int, int]], known: set[int]
 
 
 def _cmdline(pid: int) -> str | None:
+    """The process's command line; for one that has none (a zombie between its exit and its parent's wait, a
+    kernel thread) its name from ``/proc/<pid>/stat``, so a Python child caught after it exited still counts
+    as "python" (CI 2026-11-26: a busy child seen only as a zombie on a loaded machine counted as "other")."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
+            cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        if cmd:
+            return cmd
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.index(b"(") + 1:stat.rindex(b")")].decode(errors="replace")
+    except (OSError, ValueError):
         return None
 
 

@@ -6,10 +6,11 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
-from benchmarks.cpu_by_process import classify, cpu_seconds, main
+from benchmarks.cpu_by_process import _cmdline, classify, cpu_seconds, main
 
 pytestmark = pytest.mark.unit
 
@@ -29,6 +30,21 @@ pytestmark = pytest.mark.unit
 ])
 def test_classify(cmdline, kind):
     assert classify(cmdline) == kind
+
+
+def test_a_python_child_that_has_exited_and_not_been_waited_for_is_still_python() -> None:
+    # a zombie has no command line; its kind comes from its name, not "other"
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    for _ in range(200):
+        with open(f"/proc/{child.pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+        time.sleep(0.01)
+    try:
+        assert _cmdline(child.pid) is not None
+        assert classify(_cmdline(child.pid) or "") == "python"
+    finally:
+        child.wait()
 
 
 def test_the_commands_own_cpu_is_counted_as_driver(tmp_path):
