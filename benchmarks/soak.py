@@ -9,6 +9,8 @@ waits for its metrics endpoint, then publishes demo traffic in-process
 (:func:`producers.demo.publish_demo` into a :class:`producers.emitter.LineageEmitter`) at ``--rate``
 messages/s for ``--duration-seconds``. Every ``--sample-seconds`` it samples:
 
+- ``jvm_heap_committed`` / ``rss_jvm_beyond_heap``: the heap the JVM has committed, and its RSS beyond that
+  (:func:`jvm_heap`): which of the two an RSS growth is;
 - ``jvm_old_used``: the Spark driver JVM's old-generation heap in use (MiB, ``jstat -gc``): the JVM's RSS
   grows towards ``-Xmx`` by itself, a leak shows here;
 - RSS (MiB) of the processor's process tree, split by command line: ``rss_jvm`` (java: the Spark
@@ -69,7 +71,7 @@ __all__ = ["main", "run_soak", "classify_rss", "scrape_metrics", "verdicts", "GR
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1024 * 1024
-BOUNDED_SERIES = ("rss_jvm", "jvm_old_used", "rss_driver_py", "rss_workers", "state_rows", "lag")
+BOUNDED_SERIES = ("rss_jvm", "jvm_old_used", "jvm_heap_committed", "rss_jvm_beyond_heap", "rss_driver_py", "rss_workers", "state_rows", "lag")
 COUNTER_SERIES = ("consumed", "batches")
 GROWTH_RULE = ("grows without bound := slope over the second half > 0 AND mean over the last quarter "
                "[3T/4, T] > 1.2 x mean over the second quarter [T/4, T/2) (RSS, state rows, lag); for the lag, "
@@ -109,35 +111,48 @@ def classify_rss(root_pid: int) -> dict[str, float]:
     return {k: round(v, 1) if isinstance(v, float) else v for k, v in out.items()}
 
 
-def jvm_old_used(root_pid: int) -> float | None:
-    """Old-generation heap in use (MiB) of the Spark driver JVM under ``root_pid``, from ``jstat -gc``.
+def jvm_heap(root_pid: int) -> dict[str, float | None]:
+    """``jvm_old_used`` (old-generation heap in use) and ``jvm_heap_committed`` (the heap the JVM has committed:
+    survivor, eden and old capacities), in MiB, of the Spark driver JVM under ``root_pid``, from ``jstat -gc``;
+    and ``rss_jvm_beyond_heap``, the JVM's RSS less its committed heap (metaspace, code, threads, RocksDB, Netty).
 
-    RSS of a JVM grows towards ``-Xmx`` whether or not anything leaks (the heap expands lazily); the old
-    generation's occupancy is what a leak raises. None when no JVM or no ``jstat`` is found."""
+    RSS of a JVM grows towards ``-Xmx`` whether or not anything leaks (G1 commits heap as it sizes its young
+    generation); the old generation's occupancy is what a leak raises, and RSS beyond the committed heap is what
+    native memory adds (session 18's hour: the JVM's RSS 526 -> 1,100 MB with its old generation flat, and no
+    committed figure to tell the two apart). None values when no JVM or no ``jstat`` is found."""
     import shutil
 
     import psutil
 
+    none: dict[str, float | None] = {"jvm_old_used": None, "jvm_heap_committed": None, "rss_jvm_beyond_heap": None}
     jstat = shutil.which("jstat")
     try:
         procs = psutil.Process(root_pid).children(recursive=True)
         java = next((p for p in procs if Path((p.cmdline() or [p.name()])[0]).name.startswith("java")), None)
+        rss = java.memory_info().rss / 2**20 if java is not None else None
     except psutil.Error:
-        return None
+        return none
     if java is None:
-        return None
+        return none
     if jstat is None:
         candidate = Path(java.exe()).with_name("jstat")
         jstat = str(candidate) if candidate.exists() else None
     if jstat is None:
-        return None
+        return none
     try:
         out = subprocess.run([jstat, "-gc", str(java.pid)], capture_output=True, text=True, timeout=10).stdout
         header, values = out.split("\n")[:2]
         fields = dict(zip(header.split(), values.split(), strict=False))
-        return round(float(fields["OU"]) / 1024, 1)   # jstat reports KiB
+        committed = sum(float(fields[k]) for k in ("S0C", "S1C", "EC", "OC")) / 1024   # jstat reports KiB
+        return {"jvm_old_used": round(float(fields["OU"]) / 1024, 1), "jvm_heap_committed": round(committed, 1),
+                "rss_jvm_beyond_heap": round(rss - committed, 1) if rss is not None else None}
     except (OSError, ValueError, KeyError, subprocess.SubprocessError):
-        return None
+        return none
+
+
+def jvm_old_used(root_pid: int) -> float | None:
+    """Old-generation heap in use (MiB) of the Spark driver JVM under ``root_pid`` (:func:`jvm_heap`)."""
+    return jvm_heap(root_pid)["jvm_old_used"]
 
 
 def scrape_metrics(port: int, timeout_seconds: float = 5.0) -> dict[str, float] | None:
@@ -304,8 +319,7 @@ def run_soak(duration_seconds: float, rate: float, sample_seconds: float, work_d
             now = time.monotonic()
             if now >= next_at:
                 metrics = scrape_metrics(port) or {}
-                row: dict[str, Any] = {"t": round(now - t0, 1), **classify_rss(proc.pid),
-                                       "jvm_old_used": jvm_old_used(proc.pid)}
+                row: dict[str, Any] = {"t": round(now - t0, 1), **classify_rss(proc.pid), **jvm_heap(proc.pid)}
                 for key in ("state_rows", "lag", "consumed", "batches"):
                     row[key] = metrics.get(key)
                 samples.append(row)
@@ -338,7 +352,7 @@ def run_soak(duration_seconds: float, rate: float, sample_seconds: float, work_d
 
 
 def print_report(result: dict[str, Any]) -> None:
-    cols = ("t", "rss_jvm", "jvm_old_used", "rss_driver_py", "rss_workers", "rss_other", "workers", "state_rows",
+    cols = ("t", "rss_jvm", "jvm_old_used", "jvm_heap_committed", "rss_jvm_beyond_heap", "rss_driver_py", "rss_workers", "rss_other", "workers", "state_rows",
             "lag", "consumed", "batches")
     print("\nsamples (t in s, RSS in MiB)")
     print("  ".join(f"{c:>13}" for c in cols))
