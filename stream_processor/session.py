@@ -49,8 +49,8 @@ class SparkMemorySettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="LINEAGE_SPARK_", extra="forbid")
 
     #: ``LINEAGE_SPARK_DRIVER_MEMORY``: the driver JVM's heap (``spark.driver.memory``, ``-Xmx``; local mode
-    #: runs every task in it). It holds the persisted micro-batch and Spark's plans: at most
-    #: ``max_offsets_per_trigger`` events of ~5 kB, a few tens of MB for the default 5,000.
+    #: runs every task in it). It holds Spark's plans, the dedupe's shuffle and the rows in flight of a batch of at
+    #: most ``max_offsets_per_trigger`` events (~1.4 kB each, packed): a few tens of MB at the default cap.
     driver_memory: str = "1g"
     #: ``LINEAGE_SPARK_EXECUTOR_MEMORY``: each executor JVM's heap on a cluster (``spark.executor.memory``).
     executor_memory: str = "1g"

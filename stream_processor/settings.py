@@ -14,7 +14,15 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from schemas.errors import ConfigurationError
 from schemas.kafka_security import KafkaSecurity
 
-__all__ = ["ProcessorSettings"]
+__all__ = ["DEFAULT_MAX_OFFSETS_PER_TRIGGER", "ProcessorSettings"]
+
+#: Kafka records per micro-batch at most, by default. ``lineage bench --events 40000 --rate 1000 --latency-seconds 20
+#: --max-batch-events N`` (2026-11-27, 2 interleaved runs each; docs/PERFORMANCE.md, session 18): peak RSS of the
+#: process tree 2.67-2.99 GB at 5,000, 2.86-3.06 at 10,000, 3.22-3.37 at 20,000, 4.06 GB with no cap (the 40,000
+#: events in one batch: the driver 1.26 GB, the Python workers 2.1 GB), while the CPU per event fell 0.87 -> 0.81
+#: -> 0.73 ms (each micro-batch costs ~0.6 CPU-s whatever its size). 5,000 keeps the tree under the 3 GB of
+#: issue 18's memory goal; raise it where memory allows.
+DEFAULT_MAX_OFFSETS_PER_TRIGGER = 5_000
 
 
 def _secret_key(key: str) -> bool:
@@ -47,8 +55,11 @@ class ProcessorSettings(KafkaSecurity, BaseSettings):
     registry_url: str | None = None
     #: ``LINEAGE_TRIGGER_INTERVAL_SECONDS``: micro-batch trigger interval (0: as fast as possible).
     trigger_interval_seconds: float = 1.0
-    #: ``LINEAGE_MAX_OFFSETS_PER_TRIGGER``: cap on records per micro-batch (None: no cap).
-    max_offsets_per_trigger: int | None = None
+    #: ``LINEAGE_MAX_OFFSETS_PER_TRIGGER``: cap on Kafka records per micro-batch (0 or None: no cap). A batch's
+    #: memory follows its records (the workers' parsed events, the driver's changed rows for Parquet and the
+    #: graph topic), so without a cap a backlog (a restart after an outage, a new processor reading a topic from
+    #: the earliest offset) became one batch as large as the backlog (:data:`DEFAULT_MAX_OFFSETS_PER_TRIGGER`).
+    max_offsets_per_trigger: int | None = Field(default=DEFAULT_MAX_OFFSETS_PER_TRIGGER, ge=0)
     #: ``LINEAGE_DEDUPE_WINDOW_SECONDS``: event-time window of the in-state dedupe (older: durable at the sink).
     dedupe_window_seconds: int = 3600
     #: ``LINEAGE_RECOMBINE_QUIET_SECONDS``: `$self` parts of a run are emitted after this long without a new part.

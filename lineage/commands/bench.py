@@ -19,7 +19,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--rate", type=int, default=2000, help="events/s of the latency phase")
     p.add_argument("--latency-seconds", type=float, default=20.0)
     p.add_argument("--max-batch-events", type=int, default=5000,
-                   help="Kafka records per micro-batch of the throughput drain (maxOffsetsPerTrigger; 0: unlimited)")
+                   help="Kafka records per micro-batch of the throughput drain (maxOffsetsPerTrigger; 0: unlimited); "
+                        "the default is lineage process's")
     p.add_argument("--traffic", choices=("demo", "real"), default="demo",
                    help="demo: the demo generator; real: the Spark, dbt, Flink and Hive fixtures of "
                         "tests/fixtures/openlineage/integrations replayed with fresh run ids (source checkout)")

@@ -35,7 +35,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--topic-graph", default=e("--topic-graph"))
     p.add_argument("--topic-dlq", default=e("--topic-dlq"))
     p.add_argument("--registry-url", default=e("--registry-url"))
-    p.add_argument("--max-offsets-per-trigger", type=int, default=e("--max-offsets-per-trigger"))
+    p.add_argument("--max-offsets-per-trigger", type=int, default=e("--max-offsets-per-trigger"),
+                   # the number is stream_processor.settings.DEFAULT_MAX_OFFSETS_PER_TRIGGER (not imported here:
+                   # pydantic would add ~0.1 s to every command's start; tests/test_pipeline_cli.py compares them)
+                   help="Kafka records per micro-batch at most (default 5,000; 0: no cap, a backlog is then "
+                        "read in one batch)")
     p.add_argument("--starting-offsets", default=e("--starting-offsets", "earliest"))
     p.add_argument("--recombine-quiet-seconds", type=float, default=e("--recombine-quiet-seconds", 10.0))
     p.add_argument("--dedupe-window-seconds", type=int, default=e("--dedupe-window-seconds", 3600))
