@@ -72,7 +72,8 @@ __all__ = ["main", "run_soak", "classify_rss", "scrape_metrics", "verdicts", "GR
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1024 * 1024
-BOUNDED_SERIES = ("rss_jvm", "jvm_old_used", "jvm_heap_committed", "rss_jvm_beyond_heap", "rss_driver_py", "rss_workers", "state_rows", "lag")
+BOUNDED_SERIES = ("rss_jvm", "jvm_old_used", "jvm_heap_committed", "rss_jvm_beyond_heap", "rss_driver_py",
+                  "rss_workers", "state_rows", "lag")
 COUNTER_SERIES = ("consumed", "batches")
 GROWTH_RULE = ("grows without bound := slope over the second half > 0 AND mean over the last quarter "
                "[3T/4, T] > 1.2 x mean over the second quarter [T/4, T/2) (RSS, state rows, lag); for the lag, "
@@ -114,8 +115,9 @@ def classify_rss(root_pid: int) -> dict[str, float]:
 
 def jvm_heap(root_pid: int) -> dict[str, float | None]:
     """``jvm_old_used`` (old-generation heap in use) and ``jvm_heap_committed`` (the heap the JVM has committed:
-    survivor, eden and old capacities), in MiB, of the Spark driver JVM under ``root_pid``, from ``jstat -gc``;
-    and ``rss_jvm_beyond_heap``, the JVM's RSS less its committed heap (metaspace, code, threads, RocksDB, Netty).
+    survivor, eden and old capacities), in MiB, of the Spark driver JVM under ``root_pid``, from ``jstat -gc``
+    (the sampler adds ``rss_jvm_beyond_heap``: ``rss_jvm`` less the committed heap; metaspace, code, threads,
+    RocksDB, Netty).
 
     RSS of a JVM grows towards ``-Xmx`` whether or not anything leaks (G1 commits heap as it sizes its young
     generation); the old generation's occupancy is what a leak raises, and RSS beyond the committed heap is at
@@ -125,12 +127,11 @@ def jvm_heap(root_pid: int) -> dict[str, float | None]:
 
     import psutil
 
-    none: dict[str, float | None] = {"jvm_old_used": None, "jvm_heap_committed": None, "rss_jvm_beyond_heap": None}
+    none: dict[str, float | None] = {"jvm_old_used": None, "jvm_heap_committed": None}
     jstat = shutil.which("jstat")
     try:
         procs = psutil.Process(root_pid).children(recursive=True)
         java = next((p for p in procs if Path((p.cmdline() or [p.name()])[0]).name.startswith("java")), None)
-        rss = java.memory_info().rss / 2**20 if java is not None else None
     except psutil.Error:
         return none
     if java is None:
@@ -145,15 +146,9 @@ def jvm_heap(root_pid: int) -> dict[str, float | None]:
         header, values = out.split("\n")[:2]
         fields = dict(zip(header.split(), values.split(), strict=False))
         committed = sum(float(fields[k]) for k in ("S0C", "S1C", "EC", "OC")) / 1024   # jstat reports KiB
-        return {"jvm_old_used": round(float(fields["OU"]) / 1024, 1), "jvm_heap_committed": round(committed, 1),
-                "rss_jvm_beyond_heap": round(rss - committed, 1) if rss is not None else None}
+        return {"jvm_old_used": round(float(fields["OU"]) / 1024, 1), "jvm_heap_committed": round(committed, 1)}
     except (OSError, ValueError, KeyError, subprocess.SubprocessError):
         return none
-
-
-def jvm_old_used(root_pid: int) -> float | None:
-    """Old-generation heap in use (MiB) of the Spark driver JVM under ``root_pid`` (:func:`jvm_heap`)."""
-    return jvm_heap(root_pid)["jvm_old_used"]
 
 
 def scrape_metrics(port: int, timeout_seconds: float = 5.0) -> dict[str, float] | None:
@@ -321,6 +316,8 @@ def run_soak(duration_seconds: float, rate: float, sample_seconds: float, work_d
             if now >= next_at:
                 metrics = scrape_metrics(port) or {}
                 row: dict[str, Any] = {"t": round(now - t0, 1), **classify_rss(proc.pid), **jvm_heap(proc.pid)}
+                committed = row["jvm_heap_committed"]
+                row["rss_jvm_beyond_heap"] = None if committed is None else round(row["rss_jvm"] - committed, 1)
                 for key in ("state_rows", "lag", "consumed", "batches"):
                     row[key] = metrics.get(key)
                 samples.append(row)
@@ -353,8 +350,8 @@ def run_soak(duration_seconds: float, rate: float, sample_seconds: float, work_d
 
 
 def print_report(result: dict[str, Any]) -> None:
-    cols = ("t", "rss_jvm", "jvm_old_used", "jvm_heap_committed", "rss_jvm_beyond_heap", "rss_driver_py", "rss_workers", "rss_other", "workers", "state_rows",
-            "lag", "consumed", "batches")
+    cols = ("t", "rss_jvm", "jvm_old_used", "jvm_heap_committed", "rss_jvm_beyond_heap", "rss_driver_py",
+            "rss_workers", "rss_other", "workers", "state_rows", "lag", "consumed", "batches")
     print("\nsamples (t in s, RSS in MiB)")
     print("  ".join(f"{c:>13}" for c in cols))
     for s in result.get("samples", []):
