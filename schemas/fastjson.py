@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["loads", "dumps_compact", "dumps_sorted", "json_compact", "orjson_key", "OrjsonError", "HAVE_ORJSON"]
+__all__ = ["loads", "dumps_compact", "dumps_sorted", "dumps_sorted_utf8", "json_compact", "orjson_key", "OrjsonError", "HAVE_ORJSON"]
 
 try:  # optional fast path; the json module is the reference implementation
     import orjson as _orjson
@@ -103,3 +103,13 @@ def dumps_sorted(value: Any) -> str:
         except OrjsonError:
             pass
     return json.dumps(value, sort_keys=True, default=str, separators=(",", ":"), ensure_ascii=False)
+
+
+def dumps_sorted_utf8(value: Any) -> bytes:
+    """``dumps_sorted(value).encode("utf-8")``, without orjson's bytes decoded to text and encoded again."""
+    if _orjson is not None:
+        try:
+            return _orjson.dumps(value, default=str, option=_SORTED_OPTIONS)
+        except OrjsonError:
+            pass
+    return dumps_sorted(value).encode("utf-8")

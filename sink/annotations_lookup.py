@@ -183,6 +183,8 @@ def found_in_rows(provenance: Any = None, quality: Any = None) -> FoundAnnotatio
     columns parsed. Each document equals the statement's (tests/test_enriched_annotations.py)."""
     import pyarrow.compute as pc
 
+    from .arrowtime import utc_micros_text
+
     found = FoundAnnotations()
     for table, into, plain, time_column, docs in (
             (provenance, found.provenance, ("provenance_id", "node_id", "event_type"), "event_time",
@@ -190,8 +192,7 @@ def found_in_rows(provenance: Any = None, quality: Any = None) -> FoundAnnotatio
             (quality, found.quality, ("quality_id", "node_id"), "measured_at", ("metrics", "validations", "anomalies"))):
         if table is None or table.num_rows == 0:
             continue
-        times = pc.binary_join_element_wise(pc.strftime(table.column(time_column), format="%Y-%m-%dT%H:%M:%S"),
-                                            "Z", "")   # %S with the 6 digits of the microseconds, as to_char's .US
+        times = pc.binary_join_element_wise(utc_micros_text(table.column(time_column), "T"), "Z", "")   # as to_char's
         columns = [table.column(name).to_pylist() for name in plain] + [times.to_pylist()]
         columns += [_parsed(table.column(name).to_pylist()) for name in docs]
         names = (*plain, time_column, *docs)

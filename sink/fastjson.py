@@ -5,9 +5,10 @@ from schemas.fastjson import (
                               OrjsonError,
                               dumps_compact,
                               dumps_sorted,
+                              dumps_sorted_utf8,
                               json_compact,
                               loads,
                               orjson_key,
 )
 
-__all__ = ["loads", "dumps_compact", "dumps_sorted", "json_compact", "orjson_key", "OrjsonError", "HAVE_ORJSON"]
+__all__ = ["loads", "dumps_compact", "dumps_sorted", "dumps_sorted_utf8", "json_compact", "orjson_key", "OrjsonError", "HAVE_ORJSON"]

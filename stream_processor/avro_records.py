@@ -11,11 +11,11 @@ with an old layout. tests/test_avro_records.py compares them with fastavro on ge
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["encode_enriched", "encode_graph_change", "WRITTEN_FOR"]
+__all__ = ["encode_enriched", "encode_graph_change", "encode_graph_upserts", "WRITTEN_FOR"]
 
 #: The schema versions (CRC-64-AVRO fingerprints of their canonical form) these encoders write.
 WRITTEN_FOR = {"enriched_record": bytes.fromhex("25e58c8e570d4f40"),
@@ -108,3 +108,31 @@ def _graph_change_body(r: Mapping[str, Any]) -> bytes:
 encode_enriched = _encoder("enriched_record", _enriched_body)
 #: ``encode_record("graph_change", record)``, the same bytes.
 encode_graph_change = _encoder("graph_change", _graph_change_body)
+
+
+def encode_graph_upserts(table: str, rows: Iterable[Mapping[str, Any]], id_column: str,
+                         batch_id: int) -> Iterator[tuple[bytes, bytes]]:
+    """``(key, encode_graph_change(graph_change(table, row_id, row, batch_id)))`` of each upserted ``row``, its
+    ``row_id = str(row[id_column] or "")`` and the key that id in UTF-8: the same bytes, with what the records of
+    one table and batch share (header, op, table, batch id) encoded once and each payload's JSON kept as the UTF-8
+    bytes orjson writes (``dumps_sorted`` decoded them to text and ``_string`` encoded them again). The finisher
+    publishes ~5 graph changes per event; one took ~8.8 us through the dicts of :func:`graph_change` and the
+    generic encoder (benchmark: a 5,000-event demo batch's ~30,700 changed rows)."""
+    from sink.fastjson import dumps_sorted_utf8
+
+    if "graph_change" not in _HEADERS:
+        _HEADERS["graph_change"] = _header("graph_change")
+    header = _HEADERS["graph_change"]
+    if header is None:   # another schema version is the latest: record by record, through the generic writer
+        from .publish import graph_change
+
+        for row in rows:
+            row_id = str(row[id_column] or "")
+            yield row_id.encode("utf-8"), encode_graph_change(graph_change(table, row_id, dict(row), batch_id))
+        return
+    prefix = header + _GRAPH_OPS["upsert"] + _string(table)
+    suffix = _long(int(batch_id))
+    for row in rows:
+        key = str(row[id_column] or "").encode("utf-8")
+        payload = dumps_sorted_utf8(row)
+        yield key, b"".join((prefix, _long(len(key)), key, b"\x02", _long(len(payload)), payload, suffix))

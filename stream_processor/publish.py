@@ -122,11 +122,12 @@ def payload_rows(table: Any) -> list[dict[str, Any]]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from sink.arrowtime import utc_micros_text
+
     columns = []
     for field, column in zip(table.schema, table.columns, strict=True):
         if pa.types.is_timestamp(field.type) and field.type.unit == "us" and field.type.tz in ("UTC", "+00:00"):
-            text = pc.strftime(column, format="%Y-%m-%d %H:%M:%S")   # with the 6 digits of the microseconds
-            text = pc.replace_substring_regex(text, pattern=r"\.000000$", replacement="")
+            text = pc.replace_substring_regex(utc_micros_text(column), pattern=r"\.000000$", replacement="")
             column = pc.binary_join_element_wise(text, pa.scalar("+00:00"), "")
         columns.append(column.to_pylist())   # other types (and other timestamps) as to_pylist gives them
     names = table.column_names
@@ -146,7 +147,7 @@ class RecordPublisher:
     def __init__(self, conf: dict[str, Any]) -> None:
         from confluent_kafka import Producer
 
-        from producers.chunking import DEFAULT_MESSAGE_MAX_BYTES, split_message
+        from producers.chunking import DEFAULT_MESSAGE_MAX_BYTES, HEADROOM_BYTES, split_message
 
         self._split = split_message
         # lz4: enriched records and graph changes are JSON-heavy; compressed, the embedded broker (which keeps
@@ -167,6 +168,8 @@ class RecordPublisher:
         base.setdefault("error_cb", on_error)
         self._producer = Producer(base)
         self.max_bytes = int(base.get("message.max.bytes") or DEFAULT_MESSAGE_MAX_BYTES)
+        #: A value of at most this many bytes, without headers, is sent whole (split_message's own test).
+        self._whole_bytes = self.max_bytes - HEADROOM_BYTES
         self.sent = 0
         self.chunked = 0
         self._errors: list[str] = []
@@ -219,6 +222,12 @@ class RecordPublisher:
     def publish(self, topic: str, key: bytes | str | None, value: bytes,
                 headers: list[tuple[str, bytes | None]] | None = None) -> int:
         """Send one record; returns the number of Kafka messages it took (1, or its chunks)."""
+        if not headers and len(value) <= self._whole_bytes:   # one message: no chunking to work out
+            self._produce(topic, key, value, None)
+            self.sent += 1
+            if self.sent % 1000 == 0:
+                self._producer.poll(0)
+            return 1
         try:
             parts = self._split(value, headers, self.max_bytes)
         except ValueError:  # a limit too small to chunk under: sent whole (librdkafka reports MSG_SIZE_TOO_LARGE)

@@ -727,8 +727,8 @@ class GraphBatchWriter:
         keeps the current row of each node, edge, column edge, run, provenance and quality record."""
         from sink.parquet import TABLES, changed_rows
 
-        from .avro_records import encode_graph_change
-        from .publish import RecordPublisher, graph_change, payload_rows
+        from .avro_records import encode_graph_upserts
+        from .publish import RecordPublisher, payload_rows
 
         # one producer for the writer's graph publications, made again only after a failure (RecordPublisher.shared,
         # a client.id of its own keeps it apart from the enrich step's): a producer per batch was a librdkafka
@@ -741,9 +741,7 @@ class GraphBatchWriter:
             arrow_table = tables.get(table)
             if arrow_table is None or arrow_table.num_rows == 0:
                 continue
-            id_column = TABLES[table].id_column
-            for row in payload_rows(arrow_table):
-                row_id = str(row[id_column] or "")
-                publisher.publish(self.settings.topic_graph, row_id.encode(),
-                                  encode_graph_change(graph_change(table, row_id, row, batch_id)))
+            for key, value in encode_graph_upserts(table, payload_rows(arrow_table), TABLES[table].id_column,
+                                                   batch_id):
+                publisher.publish(self.settings.topic_graph, key, value)
         publisher.flush()

@@ -91,3 +91,40 @@ def test_payload_rows_write_the_payloads_to_pylist_gives() -> None:
     assert [graph_change("t", "x", r, 1) for r in rows] == [graph_change("t", "x", r, 1) for r in table.to_pylist()]
     assert rows[0]["seen"] == "2024-01-01 07:39:20.484000+00:00" and rows[1]["seen"] == "2024-01-01 07:39:20+00:00"
     assert rows[2]["seen"] is None
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_graph_upserts_are_the_records_of_graph_change(seed: int, monkeypatch) -> None:
+    from stream_processor.avro_records import encode_graph_upserts
+
+    rng = random.Random(seed)
+    rows = [{"row_id": rng.choice([_text(rng), None, "", rng.randint(0, 9)]), "name": _maybe(rng),
+             "n": rng.choice(_LONGS[:11] + [2**64]),   # beyond 64 bits: the json module writes it
+             "seen": datetime(2024, 1, 1, tzinfo=UTC) + timedelta(microseconds=rng.randint(0, 2**40)),
+             "doc": {"z": 1, "a": [_text(rng)]}} for _ in range(300)]
+    table = _text(rng) or "lineage_nodes"
+    batch_id = rng.choice(_LONGS)
+
+    def expected() -> list[tuple[bytes, bytes]]:
+        return [(str(r["row_id"] or "").encode("utf-8"),
+                 encode_graph_change(graph_change(table, str(r["row_id"] or ""), r, batch_id))) for r in rows]
+
+    assert list(encode_graph_upserts(table, rows, "row_id", batch_id)) == expected()
+    monkeypatch.setitem(avro_records.WRITTEN_FOR, "graph_change", b"\x00" * 8)   # another latest version
+    monkeypatch.setattr(avro_records, "_HEADERS", {})
+    assert list(encode_graph_upserts(table, rows, "row_id", batch_id)) == expected()
+    assert avro_records._HEADERS["graph_change"] is None
+
+
+def test_utc_micros_text_is_the_wall_time_with_six_digits() -> None:
+    import pyarrow as pa
+
+    from sink.arrowtime import utc_micros_text
+
+    times = [datetime(2024, 1, 1, 7, 39, 20, 484000, tzinfo=UTC), datetime(2024, 1, 1, 7, 39, 20, tzinfo=UTC), None,
+             datetime(1969, 12, 31, 23, 59, 59, 1, tzinfo=UTC), datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)]
+    column = pa.chunked_array([pa.array(times, type=pa.timestamp("us", tz="UTC"))])
+    assert utc_micros_text(column).to_pylist() == [
+        t.strftime("%Y-%m-%d %H:%M:%S.%f") if t else None for t in times]
+    assert utc_micros_text(column, "T").to_pylist() == [
+        t.strftime("%Y-%m-%dT%H:%M:%S.%f") if t else None for t in times]
