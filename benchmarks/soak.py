@@ -12,6 +12,11 @@ messages/s for ``--duration-seconds``. Every ``--sample-seconds`` it samples:
 - ``jvm_heap_committed`` / ``rss_jvm_beyond_heap``: the heap the JVM has committed, and its RSS beyond that
   (:func:`jvm_heap`; a lower bound of its native memory, the heap's own RSS being at most what is committed): a
   flat committed heap under a rising RSS is not G1 growing the heap (session 18: 592 MB flat, RSS +170 MB in 12 min);
+- ``jvm_committed`` / ``rss_jvm_beyond_committed``: what the JVM has committed in every category its Native Memory
+  Tracking knows (heap, metaspace, code, threads, GC...; ``jcmd PID VM.native_memory summary``: the soak turns NMT on,
+  ``--no-nmt`` leaves it off), and its RSS beyond that: memory the JVM does not account for (RocksDB's and other
+  native libraries' own allocations). RSS rising below ``jvm_committed`` is the JVM touching memory it had committed
+  (session 19: 535 -> 737 MB under a committed 745 -> 775 MB in 15 minutes), not a leak;
 - ``jvm_old_used``: the Spark driver JVM's old-generation heap in use (MiB, ``jstat -gc``): the JVM's RSS
   grows towards ``-Xmx`` by itself, a leak shows here;
 - RSS (MiB) of the processor's process tree, split by command line: ``rss_jvm`` (java: the Spark
@@ -57,6 +62,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -72,8 +78,12 @@ __all__ = ["main", "run_soak", "classify_rss", "scrape_metrics", "verdicts", "GR
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1024 * 1024
-BOUNDED_SERIES = ("rss_jvm", "jvm_old_used", "jvm_heap_committed", "rss_jvm_beyond_heap", "rss_driver_py",
-                  "rss_workers", "state_rows", "lag")
+BOUNDED_SERIES = ("rss_jvm", "jvm_old_used", "jvm_heap_committed", "rss_jvm_beyond_heap", "jvm_committed",
+                  "rss_jvm_beyond_committed", "rss_driver_py", "rss_workers", "state_rows", "lag")
+#: Native Memory Tracking for the processor's JVM (summary level: a few percent of the JVM's time), added to
+#: ``LINEAGE_SPARK_DRIVER_JAVA_OPTIONS`` (or to the default options when that is not set) so ``jvm_committed`` can
+#: be sampled; ``--no-nmt`` leaves the JVM's options as they are.
+NMT_OPTION = "-XX:NativeMemoryTracking=summary"
 COUNTER_SERIES = ("consumed", "batches")
 GROWTH_RULE = ("grows without bound := slope over the second half > 0 AND mean over the last quarter "
                "[3T/4, T] > 1.2 x mean over the second quarter [T/4, T/2) (RSS, state rows, lag); for the lag, "
@@ -113,6 +123,28 @@ def classify_rss(root_pid: int) -> dict[str, float]:
     return {k: round(v, 1) if isinstance(v, float) else v for k, v in out.items()}
 
 
+def _spark_jvm(root_pid: int) -> Any:
+    """The Spark driver JVM under ``root_pid`` (a psutil process), or None."""
+    import psutil
+
+    try:
+        procs = psutil.Process(root_pid).children(recursive=True)
+        return next((p for p in procs if Path((p.cmdline() or [p.name()])[0]).name.startswith("java")), None)
+    except psutil.Error:
+        return None
+
+
+def _jdk_tool(name: str, java: Any) -> str | None:
+    """Path of the JDK tool ``name`` (``jstat``, ``jcmd``): on PATH, else beside the JVM's own ``java``."""
+    import shutil
+
+    found = shutil.which(name)
+    if found is None:
+        candidate = Path(java.exe()).with_name(name)
+        found = str(candidate) if candidate.exists() else None
+    return found
+
+
 def jvm_heap(root_pid: int) -> dict[str, float | None]:
     """``jvm_old_used`` (old-generation heap in use) and ``jvm_heap_committed`` (the heap the JVM has committed:
     survivor, eden and old capacities), in MiB, of the Spark driver JVM under ``root_pid``, from ``jstat -gc``
@@ -123,23 +155,10 @@ def jvm_heap(root_pid: int) -> dict[str, float | None]:
     generation); the old generation's occupancy is what a leak raises, and RSS beyond the committed heap is at
     least what native memory holds (session 18's hour: the JVM's RSS 526 -> 1,100 MB with its old generation flat).
     None values when no JVM or no ``jstat`` is found."""
-    import shutil
-
-    import psutil
-
     none: dict[str, float | None] = {"jvm_old_used": None, "jvm_heap_committed": None}
-    jstat = shutil.which("jstat")
-    try:
-        procs = psutil.Process(root_pid).children(recursive=True)
-        java = next((p for p in procs if Path((p.cmdline() or [p.name()])[0]).name.startswith("java")), None)
-    except psutil.Error:
-        return none
-    if java is None:
-        return none
-    if jstat is None:
-        candidate = Path(java.exe()).with_name("jstat")
-        jstat = str(candidate) if candidate.exists() else None
-    if jstat is None:
+    java = _spark_jvm(root_pid)
+    jstat = _jdk_tool("jstat", java) if java is not None else None
+    if java is None or jstat is None:
         return none
     try:
         out = subprocess.run([jstat, "-gc", str(java.pid)], capture_output=True, text=True, timeout=10).stdout
@@ -149,6 +168,33 @@ def jvm_heap(root_pid: int) -> dict[str, float | None]:
         return {"jvm_old_used": round(float(fields["OU"]) / 1024, 1), "jvm_heap_committed": round(committed, 1)}
     except (OSError, ValueError, KeyError, subprocess.SubprocessError):
         return none
+
+
+_NMT_TOTAL = re.compile(r"^Total: reserved=(\d+)KB, committed=(\d+)KB", re.MULTILINE)
+
+
+def nmt_committed_mib(summary: str) -> float | None:
+    """The total memory the JVM has committed (MiB), from the text of ``jcmd PID VM.native_memory summary``
+    (``Total: reserved=...KB, committed=...KB``); None when Native Memory Tracking is off (jcmd says so instead)."""
+    found = _NMT_TOTAL.search(summary)
+    return round(int(found.group(2)) / 1024, 1) if found else None
+
+
+def jvm_committed(root_pid: int) -> float | None:
+    """What the Spark driver JVM under ``root_pid`` has committed, every category Native Memory Tracking knows
+    (heap, metaspace, code, threads, GC, ...), in MiB; None without NMT (the soak turns it on: :data:`NMT_OPTION`).
+    The JVM's RSS can only exceed it by memory NMT does not see: RocksDB's and other native libraries' own
+    allocations (session 19: a 15-minute soak's JVM RSS rose 535 -> 737 MB while staying below its committed
+    745 -> 775 MB)."""
+    java = _spark_jvm(root_pid)
+    jcmd = _jdk_tool("jcmd", java) if java is not None else None
+    if java is None or jcmd is None:
+        return None
+    try:
+        return nmt_committed_mib(subprocess.run([jcmd, str(java.pid), "VM.native_memory", "summary"],
+                                                capture_output=True, text=True, timeout=20).stdout)
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 def scrape_metrics(port: int, timeout_seconds: float = 5.0) -> dict[str, float] | None:
@@ -248,7 +294,7 @@ def _stop_processor(proc: subprocess.Popen[bytes], grace_seconds: float = 60.0) 
 
 def run_soak(duration_seconds: float, rate: float, sample_seconds: float, work_dir: Path,
              trigger_interval_seconds: float = 1.0, seed: int = 0, dedupe_window_seconds: float = 3600.0,
-             startup_timeout_seconds: float = 300.0, say: Any = print) -> dict[str, Any]:
+             startup_timeout_seconds: float = 300.0, say: Any = print, nmt: bool = True) -> dict[str, Any]:
     """Run the soak; returns ``{"config", "samples", "verdicts", "published", ...}``."""
     from lineage.embedded.broker import DEMO_BURST_SECONDS, DEMO_LINGER_MS, EmbeddedBroker
     from lineage.embedded.ports import free_port
@@ -280,6 +326,12 @@ def run_soak(duration_seconds: float, rate: float, sample_seconds: float, work_d
         with open(log_path, "ab") as log_file:
             # the `$self` state's TTL follows the dedupe window, so both kinds of state turn over in the run
             env = {**os.environ, "LINEAGE_RECOMBINE_STATE_TTL_SECONDS": str(int(dedupe_window_seconds))}
+            if nmt:
+                from stream_processor.session import DRIVER_JAVA_OPTIONS
+
+                options = env.get("LINEAGE_SPARK_DRIVER_JAVA_OPTIONS", DRIVER_JAVA_OPTIONS)
+                if "NativeMemoryTracking" not in options:
+                    env["LINEAGE_SPARK_DRIVER_JAVA_OPTIONS"] = f"{options} {NMT_OPTION}".strip()
             proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log_file, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True, env=env)
         deadline = time.monotonic() + startup_timeout_seconds
@@ -318,6 +370,9 @@ def run_soak(duration_seconds: float, rate: float, sample_seconds: float, work_d
                 row: dict[str, Any] = {"t": round(now - t0, 1), **classify_rss(proc.pid), **jvm_heap(proc.pid)}
                 committed = row["jvm_heap_committed"]
                 row["rss_jvm_beyond_heap"] = None if committed is None else round(row["rss_jvm"] - committed, 1)
+                row["jvm_committed"] = jvm_committed(proc.pid) if nmt else None
+                row["rss_jvm_beyond_committed"] = (None if row["jvm_committed"] is None
+                                                   else round(row["rss_jvm"] - row["jvm_committed"], 1))
                 for key in ("state_rows", "lag", "consumed", "batches"):
                     row[key] = metrics.get(key)
                 samples.append(row)
@@ -350,19 +405,20 @@ def run_soak(duration_seconds: float, rate: float, sample_seconds: float, work_d
 
 
 def print_report(result: dict[str, Any]) -> None:
-    cols = ("t", "rss_jvm", "jvm_old_used", "jvm_heap_committed", "rss_jvm_beyond_heap", "rss_driver_py",
-            "rss_workers", "rss_other", "workers", "state_rows", "lag", "consumed", "batches")
+    cols = ("t", "rss_jvm", "jvm_old_used", "jvm_heap_committed", "rss_jvm_beyond_heap", "jvm_committed",
+            "rss_jvm_beyond_committed", "rss_driver_py", "rss_workers", "rss_other", "workers", "state_rows", "lag",
+            "consumed", "batches")
     print("\nsamples (t in s, RSS in MiB)")
     print("  ".join(f"{c:>13}" for c in cols))
     for s in result.get("samples", []):
         print("  ".join(f"{'-' if s.get(c) is None else s[c]:>13}" for c in cols))
     print(f"\nverdicts; rule: {result['rule']}")
-    print(f"{'series':>14}  {'slope/hour (2nd half)':>22}  {'Q2 mean':>12}  {'Q4 mean':>12}  verdict")
+    print(f"{'series':>24}  {'slope/hour (2nd half)':>22}  {'Q2 mean':>12}  {'Q4 mean':>12}  verdict")
     for key, v in result.get("verdicts", {}).items():
         slope = "-" if v["slope_per_hour"] is None else f"{v['slope_per_hour']:.2f}"
         q2 = "-" if v["q2_mean"] is None else f"{v['q2_mean']:.2f}"
         q4 = "-" if v["q4_mean"] is None else f"{v['q4_mean']:.2f}"
-        print(f"{key:>14}  {slope:>22}  {q2:>12}  {q4:>12}  {v['verdict']}")
+        print(f"{key:>24}  {slope:>22}  {q2:>12}  {q4:>12}  {v['verdict']}")
     print(f"\npublished: {result.get('published')}; publish error: {result.get('publish_error')}; "
           f"processor early exit: {result.get('processor_exit')}; "
           f"exit code after SIGTERM: {result.get('processor_stop_exit')}")
@@ -382,6 +438,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dedupe-window-seconds", type=float, default=3600.0,
                         help="the processor's dedupe window and `$self` state TTL: a run several windows long shows "
                              "whether state is bounded")
+    parser.add_argument("--no-nmt", action="store_true",
+                        help="leave the JVM's Native Memory Tracking off (no jvm_committed samples)")
     parser.add_argument("--json", type=Path, default=None, help="write samples and verdicts here")
     parser.add_argument("--work-dir", type=Path, default=None, help="keep logs and data here (default: temp, removed)")
     args = parser.parse_args(argv)
@@ -390,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = run_soak(args.duration_seconds, args.rate, args.sample_seconds, work,
                           trigger_interval_seconds=args.trigger_interval_seconds, seed=args.seed,
-                          dedupe_window_seconds=args.dedupe_window_seconds,
+                          dedupe_window_seconds=args.dedupe_window_seconds, nmt=not args.no_nmt,
                           say=lambda line: print(line, file=sys.stderr, flush=True))
     finally:
         if args.work_dir is None:

@@ -33,3 +33,23 @@ def test_a_growing_backlog_and_a_growing_rss_still_grow() -> None:
 def test_a_flat_rss_is_bounded_whatever_the_floor() -> None:
     out = verdicts(_samples({"rss_driver_py": [400.0 + (i % 7) for i in range(100)]}), lag_floor=2000)
     assert out["rss_driver_py"]["grows_without_bound"] is False
+
+
+def test_the_jvm_committed_total_is_read_from_jcmd() -> None:
+    """``jcmd PID VM.native_memory summary`` as JDK 17 printed it in session 19's soak, and with NMT off."""
+    from benchmarks.soak import nmt_committed_mib
+
+    summary = """18131:
+
+Native Memory Tracking:
+
+(Omitting categories weighting less than 1KB)
+
+Total: reserved=2719216KB, committed=745312KB
+       mmap:   reserved=2641396KB, committed=667492KB
+-                 Java Heap (reserved=1048576KB, committed=412672KB)
+                            (mmap: reserved=1048576KB, committed=412672KB)
+"""
+    assert nmt_committed_mib(summary) == 727.8        # 745,312 KiB
+    assert nmt_committed_mib("18131:\nNative memory tracking is not enabled\n") is None
+    assert nmt_committed_mib("") is None
