@@ -53,3 +53,14 @@ Total: reserved=2719216KB, committed=745312KB
     assert nmt_committed_mib(summary) == 727.8        # 745,312 KiB
     assert nmt_committed_mib("18131:\nNative memory tracking is not enabled\n") is None
     assert nmt_committed_mib("") is None
+
+
+def test_native_memory_beyond_what_the_jvm_committed_grows_only_past_rocksdb_bound() -> None:
+    """Session 19's 150-second soak: the RSS beyond NMT's committed total went -30 -> +20 MiB (RocksDB warming up)."""
+    noise = [-30.0 + 0.5 * i for i in range(100)]   # -30 -> +20 MiB
+    assert verdicts(_samples({"rss_jvm_beyond_committed": noise}), native_floor=256)[
+        "rss_jvm_beyond_committed"]["grows_without_bound"] is False
+    assert verdicts(_samples({"rss_jvm_beyond_committed": noise}))["rss_jvm_beyond_committed"]["grows_without_bound"]
+    leak = [100.0 + 6 * i for i in range(100)]   # 100 -> 694 MiB: past the bound
+    assert verdicts(_samples({"rss_jvm_beyond_committed": leak}), native_floor=256)[
+        "rss_jvm_beyond_committed"]["grows_without_bound"] is True
