@@ -139,8 +139,6 @@ def _spark_jvm(root_pid: int) -> Any:
 
 def _jdk_tool(name: str, java: Any) -> str | None:
     """Path of the JDK tool ``name`` (``jstat``, ``jcmd``): on PATH, else beside the JVM's own ``java``."""
-    import shutil
-
     found = shutil.which(name)
     if found is None:
         candidate = Path(java.exe()).with_name(name)

@@ -79,11 +79,16 @@ def _header(name: str) -> bytes | None:
 _HEADERS: dict[str, bytes | None] = {}
 
 
+def _cached_header(name: str) -> bytes | None:
+    """:func:`_header` of ``name``, worked out once (kept in :data:`_HEADERS`)."""
+    if name not in _HEADERS:
+        _HEADERS[name] = _header(name)
+    return _HEADERS[name]
+
+
 def _encoder(name: str, body: Callable[[Mapping[str, Any]], bytes]) -> Callable[[Mapping[str, Any]], bytes]:
     def encode(record: Mapping[str, Any]) -> bytes:
-        if name not in _HEADERS:
-            _HEADERS[name] = _header(name)
-        header = _HEADERS[name]
+        header = _cached_header(name)
         if header is None:   # another schema version is the latest: the generic writer
             from .publish import encode_record
 
@@ -130,9 +135,7 @@ def encode_graph_upserts(table: str, rows: Iterable[Mapping[str, Any]], id_colum
     generic encoder (benchmark: a 5,000-event demo batch's ~30,700 changed rows)."""
     from sink.fastjson import dumps_sorted_utf8
 
-    if "graph_change" not in _HEADERS:
-        _HEADERS["graph_change"] = _header("graph_change")
-    header = _HEADERS["graph_change"]
+    header = _cached_header("graph_change")
     if header is None:   # another schema version is the latest: record by record, through the generic writer
         from .publish import graph_change
 

@@ -223,15 +223,12 @@ class RecordPublisher:
                 headers: list[tuple[str, bytes | None]] | None = None) -> int:
         """Send one record; returns the number of Kafka messages it took (1, or its chunks)."""
         if not headers and len(value) <= self._whole_bytes:   # one message: no chunking to work out
-            self._produce(topic, key, value, None)
-            self.sent += 1
-            if self.sent % 1000 == 0:
-                self._producer.poll(0)
-            return 1
-        try:
-            parts = self._split(value, headers, self.max_bytes)
-        except ValueError:  # a limit too small to chunk under: sent whole (librdkafka reports MSG_SIZE_TOO_LARGE)
-            parts = [(value, list(headers or ()))]
+            parts: list[tuple[bytes, list[Any] | None]] = [(value, None)]
+        else:
+            try:
+                parts = self._split(value, headers, self.max_bytes)
+            except ValueError:  # a limit too small to chunk under: sent whole (librdkafka: MSG_SIZE_TOO_LARGE)
+                parts = [(value, list(headers or ()))]
         for part, part_headers in parts:
             self._produce(topic, key, part, part_headers)
         self.sent += 1
