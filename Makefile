@@ -5,6 +5,7 @@ PYTHON ?= python3
 
 up: web-build   ## install the product and start it on the embedded default, with demo traffic
 	$(PYTHON) -m pip install -q -e '.[processor]'
+	$(PYTHON) scripts/build_compiled.py
 	lineage up
 
 test: install-test-deps   ## install the test extras (and a Prometheus server where missing), run every test
@@ -12,6 +13,7 @@ test: install-test-deps   ## install the test extras (and a Prometheus server wh
 
 install-test-deps: web-build
 	$(PYTHON) -m pip install -q -e '.[dev]'
+	$(PYTHON) scripts/build_compiled.py
 	bash scripts/ensure-prometheus.sh
 	bash scripts/ensure-chromium.sh
 

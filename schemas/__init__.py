@@ -7,6 +7,7 @@ imported lazily by :mod:`schemas.registry`).
 
 from __future__ import annotations
 
+import schemas._compiled  # noqa: F401 - first: installs the finder of the compiled modules (schemas/_compiled.py)
 from schemas.avro import ENVELOPE, SCHEMA_NAMES, ShippedSchema, crc64_avro, fingerprint, latest, load_schema
 from schemas.codec import (
     DEFAULT_MAX_BYTES,

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import schemas._compiled  # noqa: F401 - installs the compiled modules' finder (schemas/_compiled.py) first
+
 __all__ = ["GraphStore", "StoreSettings", "StoredEvent", "BatchResult"]
 
 
