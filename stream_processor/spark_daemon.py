@@ -71,8 +71,15 @@ def use_installed_pyspark() -> list[str]:
     if not zips or not (_installed_elsewhere("pyspark", zips) and _installed_elsewhere("py4j", zips)):
         return []
     sys.path[:] = [p for p in sys.path if p not in zips]
-    for p in zips:
-        sys.path_importer_cache.pop(p, None)
+    # and whatever an import found inside them before this ran (the package's __init__ runs first, and the
+    # stdlib's copy module looks for Jython's org.python.core: a namespace package "org" inside the jar)
+    inside = tuple(z + os.sep for z in zips)
+    for key in [k for k in sys.path_importer_cache if k in zips or k.startswith(inside)]:
+        del sys.path_importer_cache[key]
+    for name, module in list(sys.modules.items()):
+        places = [getattr(module, "__file__", None) or "", *(getattr(module, "__path__", None) or ())]
+        if any(str(place).startswith(inside) for place in places):
+            del sys.modules[name]
     return zips
 
 

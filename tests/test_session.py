@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+
 import pytest
 
 
@@ -74,8 +76,12 @@ def test_zips_stay_when_pyspark_is_not_installed_beside_them(monkeypatch, tmp_pa
     (tmp_path / "site" / "py4j" / "__init__.py").write_text("")
     jar = str(tmp_path / "spark-core_2.13-4.3.0.jar")
     monkeypatch.setattr(sys, "path", [zip_path, jar, str(tmp_path / "site")])
+    inside_jar = jar + "/org"     # a namespace package an earlier import found in the jar (stdlib copy's org.python)
+    monkeypatch.setitem(sys.path_importer_cache, inside_jar, object())
+    monkeypatch.setitem(sys.modules, "org", types.SimpleNamespace(__path__=[inside_jar]))
     assert use_installed_pyspark() == [zip_path, jar]
     assert sys.path == [str(tmp_path / "site")]
+    assert inside_jar not in sys.path_importer_cache and "org" not in sys.modules
 
 
 @pytest.mark.unit
