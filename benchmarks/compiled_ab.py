@@ -46,23 +46,14 @@ def workload(events: int) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
     from datetime import UTC, datetime, timedelta
 
-    from benchmarks.derive_bench import demo_events, stage_text
-    from producers.demo import DemoTraffic
+    from benchmarks.derive_bench import demo_events, demo_messages, stage_text
     from schemas import _compiled
-    from schemas.codec import encode_single_object
     from sink.postgres import annotate_versions
     from stream_processor.avro_records import encode_graph_upserts
     from stream_processor.decode import decode_record
     from stream_processor.publish import handover_record
 
-    messages = []
-    for m in DemoTraffic(seed=7).messages():
-        if len(messages) == events:
-            break
-        if m.subject:
-            messages.append((json.dumps(m.value).encode(), [("lineage.subject", json.dumps(m.subject).encode())]))
-        else:
-            messages.append((encode_single_object(m.value), None))
+    messages = demo_messages(events)
     rows = [dict(r, source_topic="t", source_partition=0, source_offset=i)
             for i, (value, headers) in enumerate(messages) for r in decode_record(value, headers)
             if r["status"] == "ok"]

@@ -31,6 +31,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,18 +57,29 @@ def _stored_from_message(value: bytes, headers: list[tuple[str, bytes]] | None, 
     return out
 
 
-def demo_events(n: int, skip: int = 0) -> list[StoredEvent]:
-    """The accepted events of demo messages ``skip``.. (seed 7, as e2e_bench sends them), ``n`` of them."""
+def iter_demo_messages(seed: int = 7) -> Iterator[tuple[bytes, list[tuple[str, bytes]] | None]]:
+    """``(value, headers)`` of the demo messages (``DemoTraffic(seed)``) as benchmarks/e2e_bench.py sends them:
+    Avro single-object encoded, or JSON with a ``lineage.subject`` header for a subject's message."""
     from producers.demo import DemoTraffic
 
+    for m in DemoTraffic(seed=seed).messages():
+        if m.subject:
+            yield json.dumps(m.value).encode(), [("lineage.subject", json.dumps(m.subject).encode())]
+        else:
+            yield encode_single_object(m.value), None
+
+
+def demo_messages(n: int, seed: int = 7) -> list[tuple[bytes, list[tuple[str, bytes]] | None]]:
+    """The first ``n`` of :func:`iter_demo_messages`."""
+    return list(itertools.islice(iter_demo_messages(seed), n))
+
+
+def demo_events(n: int, skip: int = 0) -> list[StoredEvent]:
+    """The accepted events of demo messages ``skip``.. (seed 7, as e2e_bench sends them), ``n`` of them."""
     out: list[StoredEvent] = []
-    for i, m in enumerate(DemoTraffic(seed=7).messages()):
+    for i, (value, headers) in enumerate(iter_demo_messages()):
         if len(out) >= n + skip:
             break
-        if m.subject:
-            value, headers = json.dumps(m.value).encode(), [("lineage.subject", json.dumps(m.subject).encode())]
-        else:
-            value, headers = encode_single_object(m.value), None
         out += _stored_from_message(value, headers, f"demo[0]@{i}")
     return out[skip:skip + n]
 

@@ -108,7 +108,7 @@ class CompiledFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         if fullname not in self.modules:
             return None
-        state, extension = _usable(fullname, self.root)
+        _, extension = _usable(fullname, self.root)
         if extension is None:
             return None
         loader = importlib.machinery.ExtensionFileLoader(fullname, str(extension))

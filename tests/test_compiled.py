@@ -85,10 +85,8 @@ _PROBE = textwrap.dedent("""
     import hashlib, json, sys
     from datetime import UTC, datetime
     sys.path.insert(0, sys.argv[1])
-    from benchmarks.derive_bench import demo_events, fixture_events, stage_text
-    from producers.demo import DemoTraffic
+    from benchmarks.derive_bench import demo_events, demo_messages, fixture_events, stage_text
     from schemas import _compiled
-    from schemas.codec import encode_single_object
     from sink.postgres import annotate_versions
     from stream_processor.avro_records import encode_graph_upserts
     from stream_processor.decode import decode_record
@@ -104,11 +102,7 @@ _PROBE = textwrap.dedent("""
     events = demo_events(300) + [e for _, e in fixture_events()]
     digest("staging", [f"{t}:{x}" for t, texts in sorted(stage_text(events).items()) for x in texts])
     rows = []
-    for i, m in enumerate(DemoTraffic(seed=11).messages()):
-        if i == 300:
-            break
-        value = json.dumps(m.value).encode() if m.subject else encode_single_object(m.value)
-        headers = [("lineage.subject", json.dumps(m.subject).encode())] if m.subject else None
+    for value, headers in demo_messages(300, seed=11):
         for row in decode_record(value, headers):
             rows.append(row)
     digest("decoded", [sorted(r.items(), key=lambda kv: kv[0]) for r in rows])
