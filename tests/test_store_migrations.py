@@ -79,3 +79,28 @@ def test_staging_columns_match_the_ddl(pg_dsn):
                 "SELECT column_name FROM information_schema.columns WHERE table_name = %s ORDER BY ordinal_position",
                 (table,)).fetchall()]
             assert ddl == ["batch_id", "part", *columns], table
+
+
+def test_document_columns_collect_no_statistics(pg_dsn):
+    """Migration 014: ANALYZE skips the jsonb documents and the event texts (their statistics were never used and
+    were most of autoanalyze's cost); the key columns keep theirs, and ANALYZE still runs."""
+    with GraphStore(pg_dsn) as store:
+        store.migrate()
+        store.write_batch(1, [stored(run_event("COMPLETE", "2024-01-01T00:00:00.000000Z", str(uuid.uuid4()),
+                                               inputs=[ds("in.table")], outputs=[ds("out.table")]))])
+        targets = dict(((t, c), s) for t, c, s in store.conn.execute(
+            "SELECT c.relname, a.attname, a.attstattarget FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
+            " WHERE c.relname IN ('lineage_events', 'lineage_provenance', 'lineage_quality',"
+            " 'lineage_dataset_versions') AND a.attnum > 0 AND NOT a.attisdropped").fetchall())
+        for doc in [("lineage_events", "payload"), ("lineage_provenance", "agent"), ("lineage_provenance", "context"),
+                    ("lineage_quality", "metrics"), ("lineage_dataset_versions", "fields")]:
+            assert targets[doc] == 0, doc
+        # NULL (or -1 before PostgreSQL 17): the default target, as every key column keeps
+        for key in [("lineage_events", "event_hash"), ("lineage_provenance", "node_id"),
+                    ("lineage_dataset_versions", "dataset_id")]:
+            assert targets[key] in (None, -1), key
+        store.conn.execute("ANALYZE lineage_provenance")
+        analysed = {r[0] for r in store.conn.execute(
+            "SELECT attname FROM pg_stats WHERE tablename = 'lineage_provenance'").fetchall()}
+        assert "node_id" in analysed and "agent" not in analysed and "operation" not in analysed
+        store.conn.commit()
