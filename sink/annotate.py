@@ -41,6 +41,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 __all__ = [
@@ -61,6 +62,12 @@ class VersionFacts:
     assertions: list[Mapping[str, Any]] = field(default_factory=list)
     event_time: datetime | None = None
     nominal_end: datetime | None = None
+
+    @cached_property
+    def types(self) -> dict[str, Any] | None:
+        """``{field name: type}`` of :attr:`fields` (None without a schema), computed once: the consistency and
+        the schema-change anomaly both compare the two versions' maps."""
+        return None if self.fields is None else _types(self.fields)
 
     def has_quality_input(self) -> bool:
         return bool(self.row_count is not None or self.null_counts or self.assertions or self.fields
@@ -99,11 +106,12 @@ def consistency(cur: VersionFacts, prev: VersionFacts | None) -> float | None:
     """Share of the previous version's fields still present with the same type (module doc)."""
     if prev is None or not prev.fields:
         return 1.0
-    if cur.fields is None:
+    now = cur.types
+    if now is None:
         return None
-    now = _types(cur.fields)
-    kept = sum(1 for name, kind in _types(prev.fields).items() if name in now and now[name] == kind)
-    return kept / len(_types(prev.fields))
+    before = prev.types or {}
+    kept = sum(1 for name, kind in before.items() if name in now and now[name] == kind)
+    return kept / len(before)
 
 
 def timeliness(cur: VersionFacts, window_seconds: float = DEFAULT_TIMELINESS_WINDOW_SECONDS) -> float | None:
@@ -137,10 +145,10 @@ def anomalies(cur: VersionFacts, prev: VersionFacts | None) -> list[dict[str, An
                 out.append({"type": "invalid", "severity": "high" if after - before >= 0.5 else "medium",
                             "count": int(cur.null_counts[col]),
                             "description": f"null ratio of {col} rose {before:.2f} -> {after:.2f}"})
-    if prev.fields and cur.fields is not None:
-        now = _types(cur.fields)
-        removed = [n for n in _types(prev.fields) if n not in now]
-        retyped = [n for n, k in _types(prev.fields).items() if n in now and now[n] != k]
+    if prev.fields and cur.types is not None:
+        now, before = cur.types, prev.types or {}
+        removed = [n for n in before if n not in now]
+        retyped = [n for n, k in before.items() if n in now and now[n] != k]
         if removed or retyped:
             out.append({"type": "invalid", "severity": "medium", "count": len(removed) + len(retyped),
                         "description": f"schema change: removed {removed}, type changed {retyped}"})
