@@ -130,7 +130,8 @@ def test_re_merged_rows_are_updated_in_place_and_still_exported(pg_dsn):
             "SELECT c.relname, am.amname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
             " JOIN pg_am am ON am.oid = c.relam JOIN pg_attribute a ON a.attrelid = i.indrelid"
             " AND a.attnum = i.indkey[0] WHERE a.attname = 'last_batch_id'").fetchall()}
-        assert {kinds[f"{t}_batch_brin"] for t in ("lineage_column_lineage", "lineage_datasets", "lineage_jobs")} \
+        assert {kinds[f"{t}_batch_brin"] for t in ("lineage_column_lineage", "lineage_datasets", "lineage_jobs",
+                                                      "lineage_runs")} \
             == {"brin"}
         assert "lineage_column_lineage_batch" not in kinds and kinds["lineage_edges_batch"] == "btree"
         before = _hot_updates(pg_dsn, "lineage_column_lineage")
