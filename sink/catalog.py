@@ -579,7 +579,7 @@ def new_batches(conn: Any, after: datetime | None) -> tuple[datetime | None, lis
 
 def changed_nodes(conn: Any, batches: list[int], most: int = 1000) -> list[str]:
     """Ids of the datasets and jobs last changed by ``batches`` (``last_batch_id`` indexes), at most ``most``.
-    The range condition is what the BRIN indexes (migration 015) can use; ``= ANY`` alone they cannot."""
+    The range condition bounds the BRIN indexes' scan (migration 015) to the batches' ranges of pages."""
     if not batches:
         return []
     rows = conn.execute(
