@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 import tempfile
@@ -36,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.rss_by_process import tree_pids  # noqa: E402
 from benchmarks.store_write_bench import _process_cpu, demo_events  # noqa: E402
 
 _AUTOVACUUM = re.compile(r'automatic (vacuum|analyze) of table "([^"]+)".*?CPU: user: ([\d.]+) s, system: ([\d.]+) s',
@@ -43,16 +43,13 @@ _AUTOVACUUM = re.compile(r'automatic (vacuum|analyze) of table "([^"]+)".*?CPU: 
 
 
 def _children(ppid: int) -> dict[int, str]:
-    """``{pid: process title}`` of the postmaster's children."""
+    """``{pid: process title}`` of the postmaster's server processes (:func:`rss_by_process.tree_pids`)."""
     out = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for pid in tree_pids(ppid):
         try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            if int(stat.rsplit(")", 1)[1].split()[1]) == ppid:
-                out[int(entry)] = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
-        except (OSError, ValueError, IndexError):
+            if pid != ppid:
+                out[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        except OSError:
             continue
     return out
 
