@@ -87,6 +87,11 @@ class ProcessorSettings(KafkaSecurity, BaseSettings):
     #: ``LINEAGE_PUBLISH_ENRICHED`` / ``LINEAGE_PUBLISH_GRAPH``: publish downstream topics.
     publish_enriched: bool = True
     publish_graph: bool = True
+    #: ``LINEAGE_GRAPH_TOPIC_ANNOTATIONS``: also publish the provenance and quality rows on the graph topic (off: the
+    #: graph topic carries nodes, edges, column edges and runs, rows a compacted topic keeps one of per id; the
+    #: annotations are one row per (event, dataset) and per dataset version, so they never compact, and every
+    #: enriched record already carries its event's; stream_processor.writer.graph_topic_tables).
+    graph_topic_annotations: bool = False
     #: ``LINEAGE_KAFKA_EXTRA``: extra librdkafka properties (dotted keys) for every client.
     kafka_extra: dict[str, str] = Field(default_factory=dict)
     #: ``LINEAGE_POSTGRES_RETRY_MAX_SECONDS``: how long a batch waits for an unavailable PostgreSQL (seconds)

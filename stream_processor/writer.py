@@ -16,8 +16,8 @@ Per batch (one unit of work, keyed by ``batch_id``):
    event, to ``openlineage.events.enriched`` (:mod:`stream_processor.enrich`: from ``lineage_events`` and
    what the staging pass handed over in ``stg_event_keys``, two statements and a producer);
 4. driver: the rows the batch changed (``sink.parquet.changed_rows``, read once) to Parquet, then the same rows as
-   the batch's graph changes to ``openlineage.graph`` (key = row id; every table but the event log,
-   :data:`GRAPH_TOPIC_TABLES`) on a background thread
+   the batch's graph changes to ``openlineage.graph`` (key = row id; nodes, edges, column edges and runs,
+   :func:`graph_topic_tables`) on a background thread
    (:meth:`GraphBatchWriter.flush_graph`);
 5. metrics from the count rows and the :class:`~sink.model.BatchResult`; ``BatchReport.timings`` has
    ``stage``, ``merge``, ``enrich``, ``parquet``, ``graph`` (seconds).
@@ -102,7 +102,7 @@ from sink.model import BatchResult, StoredEvent
 
 from .decode import full_rows
 
-__all__ = ["GraphBatchWriter", "BatchReport", "WriterConfig", "COUNTS_SCHEMA"]
+__all__ = ["GraphBatchWriter", "BatchReport", "WriterConfig", "COUNTS_SCHEMA", "graph_topic_tables"]
 
 log = logging.getLogger(__name__)
 
@@ -326,12 +326,24 @@ def stored_event(row: dict[str, Any]) -> StoredEvent:
 #: was on average faster than Spark's side of a batch (~2.5 s) and only its variance made the wait.
 FINISH_DEPTH = 2
 
-#: The Parquet tables whose changed rows go to the graph topic: the graph (nodes, edges, column edges) and what
-#: annotates it (runs, provenance, quality). Not ``lineage_events``: the event log is the enriched topic's,
+#: The Parquet tables whose changed rows go to the graph topic: the graph (nodes, edges, column edges) and its runs,
+#: rows keyed by an id that later batches update, so a compacted topic keeps one current record each (DESIGN: node /
+#: edge / column-edge upserts, compaction-friendly). Not ``lineage_events``: the event log is the enriched topic's,
 #: one record per new event with its text; on the graph topic it was the same text again (~90 % of the
 #: topic's bytes, and its key was the run id, so compaction kept one event per run).
-GRAPH_TOPIC_TABLES = ("lineage_nodes", "lineage_edges", "lineage_column_lineage", "lineage_runs",
-                      "lineage_provenance", "lineage_quality")
+GRAPH_TOPIC_TABLES = ("lineage_nodes", "lineage_edges", "lineage_column_lineage", "lineage_runs")
+#: Published on the graph topic too with ``graph_topic_annotations`` (``LINEAGE_GRAPH_TOPIC_ANNOTATIONS``; the
+#: default until session 22). One provenance row per (event, dataset) and one quality row per dataset version: ~3.7
+#: records per demo event that a compacted topic never folds, each already in its event's enriched record. Off,
+#: the graph topic's records fell from 4.2 to 1.2 per demo event and the drain's driver CPU by ~0.02-0.03 ms
+#: per event (docs/PERFORMANCE.md, session 22).
+GRAPH_TOPIC_ANNOTATION_TABLES = ("lineage_provenance", "lineage_quality")
+
+
+def graph_topic_tables(settings: Any) -> tuple[str, ...]:
+    """The tables whose changed rows a writer with ``settings`` publishes on the graph topic."""
+    extra = GRAPH_TOPIC_ANNOTATION_TABLES if getattr(settings, "graph_topic_annotations", False) else ()
+    return GRAPH_TOPIC_TABLES + extra
 
 
 class GraphBatchWriter:
@@ -723,8 +735,9 @@ class GraphBatchWriter:
     @_heap_apart
     def _publish_graph(self, batch_id: int, changed: dict[str, Any] | None = None) -> None:
         """The graph changes of committed batch ``batch_id``: one ``graph_change`` per row the batch changed in each
-        table of :data:`GRAPH_TOPIC_TABLES`, keyed by the row's id (the table's id column), so a compacted topic
-        keeps the current row of each node, edge, column edge, run, provenance and quality record."""
+        table of :func:`graph_topic_tables`, keyed by the row's id (the table's id column), so a compacted topic
+        keeps the current row of each node, edge, column edge and run (and provenance and quality record, when
+        ``graph_topic_annotations`` publishes them)."""
         from sink.parquet import TABLES, changed_rows
 
         from .avro_records import encode_graph_upserts
@@ -736,8 +749,9 @@ class GraphBatchWriter:
         # processor died after ~1,000 batches of a soak with "Failed to initialize thread local storage"
         conf = self.settings.kafka_config()
         publisher = RecordPublisher.shared({**conf, "client.id": f"{conf.get('client.id') or 'lineage'}-graph"})
-        tables = changed if changed is not None else changed_rows(self.dsn, batch_id, GRAPH_TOPIC_TABLES)
-        for table in GRAPH_TOPIC_TABLES:
+        published = graph_topic_tables(self.settings)
+        tables = changed if changed is not None else changed_rows(self.dsn, batch_id, published)
+        for table in published:
             arrow_table = tables.get(table)
             if arrow_table is None or arrow_table.num_rows == 0:
                 continue

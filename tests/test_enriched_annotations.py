@@ -230,3 +230,28 @@ def test_exported_documents_are_parsed_once_per_distinct_text():
     assert docs == [{"id": "a", "owners": [], "name": "job é"}, None, {"x": 1}, docs[0], {}, None]
     assert docs[3] is docs[0]          # one parse, one object for equal texts (read-only documents)
     assert _parsed([]) == [] and _parsed([None]) == [None]
+
+
+@pytest.mark.parametrize("annotations", [False, True])
+def test_graph_topic_carries_annotations_only_when_asked(kafka_bootstrap, topic_names, pg_dsn, tmp_path, annotations):
+    """The graph topic carries nodes, edges, column edges and runs; provenance and quality rows (one per event and
+    dataset, one per version: nothing a compacted topic folds) only with ``graph_topic_annotations``. The enriched
+    record carries its event's either way."""
+    from stream_processor.writer import GraphBatchWriter, graph_topic_tables
+
+    first = daily("1", "2024-05-01T10:00:00.000000Z", rows=1000, nulls=0, assertions=[True], create=True)
+    second = daily("2", "2024-05-02T10:00:00.123456Z", rows=10, nulls=5, assertions=[True, False])
+    writer = GraphBatchWriter(test_settings(kafka_bootstrap, topic_names, pg_dsn, str(tmp_path / "ck"),
+                                            graph_topic_annotations=annotations))
+    writer.store  # noqa: B018 - migrates
+    with GraphStore(pg_dsn) as store:
+        for b, e in enumerate((first, second)):
+            store.write_batch(b, [StoredEvent(event=e, event_hash=event_hash(e), source="t")])
+        assert store.conn.execute("SELECT count(*) FROM lineage_quality").fetchone()[0] == 2
+    assert writer.publish_pending_graph() == [0, 1]
+    tables = {c.table for c in read_records(kafka_bootstrap, topic_names["graph"], idle_timeout_seconds=5)
+              if isinstance(c, GraphChange)}
+    wanted = {"lineage_nodes", "lineage_edges", "lineage_runs"} | (
+        {"lineage_provenance", "lineage_quality"} if annotations else set())
+    assert wanted <= tables <= set(graph_topic_tables(writer.settings))
+    assert ("lineage_provenance" in tables) is annotations and ("lineage_quality" in tables) is annotations
