@@ -333,7 +333,7 @@ FINISH_DEPTH = 2
 #: topic's bytes, and its key was the run id, so compaction kept one event per run).
 GRAPH_TOPIC_TABLES = ("lineage_nodes", "lineage_edges", "lineage_column_lineage", "lineage_runs")
 #: Published on the graph topic too with ``graph_topic_annotations`` (``LINEAGE_GRAPH_TOPIC_ANNOTATIONS``; the
-#: default until session 22). One provenance row per (event, dataset) and one quality row per dataset version: ~3.7
+#: default until session 22). One provenance row per (event, dataset) and one quality row per dataset version: ~3
 #: records per demo event that a compacted topic never folds, each already in its event's enriched record. Off,
 #: the graph topic's records fell from 4.2 to 1.2 per demo event and the drain's driver CPU by ~0.02-0.03 ms
 #: per event (docs/PERFORMANCE.md, session 22).
@@ -342,7 +342,7 @@ GRAPH_TOPIC_ANNOTATION_TABLES = ("lineage_provenance", "lineage_quality")
 
 def graph_topic_tables(settings: Any) -> tuple[str, ...]:
     """The tables whose changed rows a writer with ``settings`` publishes on the graph topic."""
-    extra = GRAPH_TOPIC_ANNOTATION_TABLES if getattr(settings, "graph_topic_annotations", False) else ()
+    extra = GRAPH_TOPIC_ANNOTATION_TABLES if settings.graph_topic_annotations else ()
     return GRAPH_TOPIC_TABLES + extra
 
 
