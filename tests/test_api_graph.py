@@ -14,8 +14,6 @@ from tests.test_catalog import FK, build_warehouse
 
 pytestmark = pytest.mark.integration
 
-fastapi = pytest.importorskip("fastapi")
-
 
 def settings_for(dsn: str, **extra):
     from api.settings import ApiSettings

@@ -21,8 +21,6 @@ from tests.test_versioned_names import EVO, FILES, A, B, C, _world
 
 pytestmark = pytest.mark.integration
 
-fastapi = pytest.importorskip("fastapi")
-
 
 @pytest.fixture(scope="module")
 def graph(pg_server, tmp_path_factory) -> str:

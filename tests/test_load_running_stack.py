@@ -66,8 +66,7 @@ def _evo_versions(dsn: str) -> int:
 
 def _browse_the_streamed_demo(http_url: str, dsn: str, tmp_path: Path) -> None:
     """The stack's web UI in chromium: a dataset the streamed demo traffic wrote, found with the search box,
-    lists at least one of the upstream nodes the graph API names for it. Skipped without Playwright."""
-    pytest.importorskip("playwright.sync_api")
+    lists at least one of the upstream nodes the graph API names for it."""
     from producers.demo import NAMESPACES
     from tests.test_web_ui import browser_page, chromium, ensure_web_build, nodes_in_view, playwright_api
 

@@ -13,8 +13,6 @@ from tests.test_emitter import consume_all
 
 pytestmark = pytest.mark.integration
 
-ol = pytest.importorskip("openlineage.client")
-
 
 def _official_event(job_name: str) -> object:
     from openlineage.client import event_v2

@@ -16,12 +16,11 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from playwright import sync_api as playwright_api
 
 from tests.graph_rows import NS
 
 pytestmark = pytest.mark.integration
-
-playwright_api = pytest.importorskip("playwright.sync_api")
 
 ROOT = Path(__file__).resolve().parent.parent
 WEB = ROOT / "web"

@@ -7,8 +7,6 @@ import pytest
 
 pytestmark = pytest.mark.unit
 
-fastapi = pytest.importorskip("fastapi")
-
 
 @pytest.fixture
 def dist(tmp_path):
