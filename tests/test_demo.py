@@ -48,33 +48,26 @@ def test_publish_demo_keeps_the_rate(kafka_bootstrap: str, topic_names: dict[str
     assert 0 < stats.messages <= 200 * 1.5 + 1
 
 
-class _Clock:
-    """publish_demo's clock in the burst test: time moves only while publish_demo waits (``emitter.poll``), so the
-    times the pacing chose are exact, whatever the machine's load (a wall-clock version of the test failed in a CI run
-    when one burst's sends were late)."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-
 class _Paced:
-    """The real emitter, noting on a :class:`_Clock` when each event is handed to it (publish_demo's pacing decides
-    those times); a poll of ``timeout`` advances the clock by it (publish_demo polls while it waits)."""
+    """The real emitter with publish_demo's clock (:meth:`monotonic`): time moves only while publish_demo waits, by
+    the ``timeout`` of each ``poll``, so the send times its pacing chose are exact whatever the machine's load (a
+    wall-clock version of the burst test failed in a CI run when one burst's sends were late)."""
 
-    def __init__(self, emitter: LineageEmitter, clock: _Clock) -> None:
+    START = 1000.0
+
+    def __init__(self, emitter: LineageEmitter) -> None:
         self.emitter = emitter
-        self.clock = clock
-        self.times: list[float] = []
-        self.waited = 0.0
+        self.now = self.START
+        self.times: list[float] = []   # the clock when each message was handed over
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.emitter, name)
 
+    def monotonic(self) -> float:
+        return self.now
+
     def _note(self) -> None:
-        self.times.append(self.clock.now)
+        self.times.append(self.now)
 
     def emit(self, *args: object, **kwargs: object) -> object:
         self._note()
@@ -85,8 +78,7 @@ class _Paced:
         return self.emitter.emit_raw(*args, **kwargs)
 
     def poll(self, timeout: float = 0.0) -> object:
-        self.clock.now += timeout
-        self.waited += timeout
+        self.now += timeout
         return self.emitter.poll(0)
 
 
@@ -98,20 +90,19 @@ def test_publish_demo_in_bursts_keeps_the_rate(kafka_bootstrap: str, topic_names
 
     import producers.demo as demo
 
-    clock = _Clock()
-    monkeypatch.setattr(demo, "time", types.SimpleNamespace(monotonic=clock.monotonic))
     with LineageEmitter(EmitterSettings(bootstrap_servers=kafka_bootstrap, topic=topic_names["events"],
                                         encoding="json")) as real:
-        emitter = _Paced(real, clock)
+        emitter = _Paced(real)
+        monkeypatch.setattr(demo, "time", types.SimpleNamespace(monotonic=emitter.monotonic))
         stats = publish_demo(emitter, rate=100, max_messages=150, seed=2, burst_seconds=0.5)
         assert real.failed == 0
-    assert stats.messages == 150 and len(emitter.times) >= 150   # an Evo document hands over several events
+    assert stats.messages == 150 and len(emitter.times) >= 150   # JSON: one hand-over per message, Evo ones too
     t0 = emitter.times[0]
     offsets = sorted({round(t - t0, 9) for t in emitter.times})
     assert offsets == [0.0, 0.5, 1.0]        # three bursts, each sent back to back, none early, none late
     per_burst = [sum(1 for t in emitter.times if round(t - t0, 9) == k * 0.5) for k in range(3)]
     assert all(n >= 50 for n in per_burst) and sum(per_burst) == len(emitter.times)
-    assert emitter.waited == pytest.approx(1.0)   # it waited for the second and the third burst only
+    assert emitter.now - _Paced.START == pytest.approx(1.0)   # it waited for the second and the third burst only
     # every message reached the broker (JSON encoding: an Evo document is one message, whatever its events)
     assert len(consume_all(kafka_bootstrap, topic_names["events"], stats.messages)) == stats.messages
 
