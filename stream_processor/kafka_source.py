@@ -751,6 +751,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                                                 partition.end, partition.planned_us),
                                       self.stage_handover)
             decoded = DecodedColumns(self.registry_url, packed=True, stager=stager)
+            if stager is not None:
+                from sink.heap import frozen_heap
+
+                # the collector paused while the range's parsed events pile up for staging, as in the staging pass
+                with frozen_heap():
+                    yield from read_range(partition, chunk_timeout_seconds=self.chunk_timeout_seconds, decoded=decoded)
+                return
         yield from read_range(partition, chunk_timeout_seconds=self.chunk_timeout_seconds, decoded=decoded)
 
     def commit(self, end: dict) -> None:
