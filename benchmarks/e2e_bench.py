@@ -320,7 +320,7 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
         started = time.time()
         run_processor(settings(topics["events"], "throughput", max_offsets_per_trigger=cfg.max_batch_events or None),
                       available_now=True, status=say, on_batch=reports.append, status_interval_seconds=10)
-        committed = [r for r in reports if r.total("consumed") or r.total("rejected")]
+        committed = [r for r in reports if r.total("staged") or r.total("rejected")]
         if len(committed) > 1:
             warm = committed[1:]
             results["e2e_sustained_events_per_s"] = round(

@@ -88,9 +88,8 @@ def main() -> None:
         topic = f"plumbing{uuid.uuid4().hex[:6]}.events"
         create_topics(broker.bootstrap, [topic], partitions=3)
         _produce(broker.bootstrap, topic, _demo_values(args.events))
-        # no database: the reader tasks do not stage (stream_processor/reader_stage.py); the plumbing alone
         settings = ProcessorSettings(bootstrap_servers=broker.bootstrap, postgres_dsn="postgresql://unused/x",
-                                     reader_staging=False, topic_events=topic, checkpoint_dir=str(work / "ck"),
+                                     topic_events=topic, checkpoint_dir=str(work / "ck"),
                                      max_offsets_per_trigger=args.max_batch_events, recombine_quiet_seconds=2.0)
         spark = build_spark_session(app_name="plumbing-probe", shuffle_partitions=settings.shuffle_partitions)
         spark.conf.set("spark.sql.shuffle.partitions", str(settings.shuffle_partitions))

@@ -168,9 +168,6 @@ def _upsert(table: str, key: str, cols: Sequence[str], select: str, updates: Map
 
 
 _B = "%(b)s"
-#: The staged rows a batch merges: those staged under its own id and under the stage keys its reader tasks
-#: staged with (``stage_keys`` of :meth:`GraphStore.merge`; stream_processor/reader_stage.py).
-_K = "%(keys)s::bigint[]"
 
 
 def _reduce(table: str, keys: str, columns: Sequence[tuple[str, ...]], split: bool = False) -> tuple[str, str]:
@@ -190,11 +187,11 @@ def _reduce(table: str, keys: str, columns: Sequence[tuple[str, ...]], split: bo
         # `_latest`: 97 -> 58 ms per 5,000 demo events in 3 parts); elsewhere the window and the materialized
         # rows cost more than the aggregates they save (column lineage 51 -> 60 ms, runs 39 -> 43, run io 27 -> 33)
         return (f"WITH c AS MATERIALIZED (SELECT *, count(*) OVER (PARTITION BY {keys}) AS n_parts FROM {table} "
-                f"WHERE batch_id = ANY({_K})) SELECT {keys}, {one} FROM c WHERE n_parts = 1 "
+                f"WHERE batch_id = {_B}) SELECT {keys}, {one} FROM c WHERE n_parts = 1 "
                 f"UNION ALL SELECT {keys}, {many} FROM c WHERE n_parts > 1 GROUP BY {keys}",
-                f"SELECT {keys}, {one} FROM {table} WHERE batch_id = ANY({_K})")
-    return (f"SELECT {keys}, {many} FROM {table} WHERE batch_id = ANY({_K}) GROUP BY {keys}",
-            f"SELECT {keys}, {one} FROM {table} WHERE batch_id = ANY({_K})")
+                f"SELECT {keys}, {one} FROM {table} WHERE batch_id = {_B}")
+    return (f"SELECT {keys}, {many} FROM {table} WHERE batch_id = {_B} GROUP BY {keys}",
+            f"SELECT {keys}, {one} FROM {table} WHERE batch_id = {_B}")
 
 
 def _both(merge: Any, staged: tuple[str, str]) -> tuple[str, str]:
@@ -329,7 +326,7 @@ RUN_DURATIONS = """
     UPDATE lineage_runs r SET duration_ms = d.ms
     FROM (SELECT run_id, CASE WHEN ended_at IS NOT NULL AND started_at IS NOT NULL
                               THEN (extract(epoch FROM ended_at - started_at) * 1000)::bigint END AS ms
-          FROM lineage_runs WHERE run_id IN (SELECT run_id FROM stg_runs WHERE batch_id = ANY(%(keys)s::bigint[]))) d
+          FROM lineage_runs WHERE run_id IN (SELECT run_id FROM stg_runs WHERE batch_id = %(b)s)) d
     WHERE r.run_id = d.run_id AND r.duration_ms IS DISTINCT FROM d.ms"""
 
 _STAGED_RUN_IO = _reduce("stg_run_io", "run_id, dataset_id, direction", [
@@ -374,7 +371,7 @@ EDGE_DURATIONS = """
     UPDATE lineage_edges e SET metadata = jsonb_set(e.metadata, '{duration_ms}', to_jsonb(r.duration_ms)),
                                last_batch_id = %(b)s
     FROM lineage_runs r
-    WHERE r.run_id IN (SELECT run_id FROM stg_runs WHERE batch_id = ANY(%(keys)s::bigint[])) AND e.run_id = r.run_id
+    WHERE r.run_id IN (SELECT run_id FROM stg_runs WHERE batch_id = %(b)s) AND e.run_id = r.run_id
       AND e.kind = 'dataset' AND r.duration_ms IS NOT NULL
       AND e.metadata -> 'duration_ms' IS DISTINCT FROM to_jsonb(r.duration_ms)"""
 
@@ -400,10 +397,10 @@ _EDGE_VALIDITY = """
 #: update touches only the edges whose validity changes, by key: inlined, with the new table's stale
 #: statistics (one row), the planner chose a nested loop over all of a job's edges for each edge, quadratic
 #: for a job with 100,000 outputs (tests/test_reliability_hostile.py).
-EDGE_VALIDITY = _EDGE_VALIDITY.format(jobs="SELECT DISTINCT job_id FROM stg_edges WHERE batch_id = ANY(%(keys)s::bigint[])")
+EDGE_VALIDITY = _EDGE_VALIDITY.format(jobs="SELECT DISTINCT job_id FROM stg_edges WHERE batch_id = %(b)s")
 EDGE_VALIDITY_VERSIONS_ONLY = _EDGE_VALIDITY.format(
-    jobs="SELECT job_id FROM stg_job_versions WHERE batch_id = ANY(%(keys)s::bigint[]) "
-         "EXCEPT SELECT job_id FROM stg_edges WHERE batch_id = ANY(%(keys)s::bigint[])")
+    jobs="SELECT job_id FROM stg_job_versions WHERE batch_id = %(b)s "
+         "EXCEPT SELECT job_id FROM stg_edges WHERE batch_id = %(b)s")
 
 _CL_LATEST = ("transformation_type", "transformation_logic", "dependencies", "job_id")
 _STAGED_COLUMN_LINEAGE = _reduce("stg_column_lineage", "column_lineage_id", [
@@ -429,7 +426,7 @@ MERGE_PROVENANCE = """
                                         context, tracing, last_batch_id, declared_type)
         SELECT DISTINCT ON (provenance_id) provenance_id, node_id, event_hash, event_type, event_time, agent,
                operation, context, tracing, %(b)s, event_type
-        FROM stg_provenance WHERE batch_id = ANY(%(keys)s::bigint[]) ORDER BY provenance_id, batch_id, part
+        FROM stg_provenance WHERE batch_id = %(b)s ORDER BY provenance_id, part
         ON CONFLICT (provenance_id) DO NOTHING RETURNING 1)
     SELECT count(*), 0 FROM ins"""
 
@@ -442,7 +439,7 @@ MERGE_PROVENANCE = """
 LOCK_WRITTEN_NODES = """
     SELECT count(pg_advisory_xact_lock(%(lock)s, bucket)) FROM (
         SELECT DISTINCT hashtext(node_id::text) & 255 AS bucket FROM stg_provenance
-         WHERE batch_id = ANY(%(keys)s::bigint[]) AND event_type <> 'accessed' ORDER BY bucket) n"""
+         WHERE batch_id = %(b)s AND event_type <> 'accessed' ORDER BY bucket) n"""
 
 #: Provenance write kinds (migration 009): of the writes of each node this batch wrote, the earliest in
 #: event time (ties: smallest provenance_id) is ``created`` unless its event declared a lifecycle change
@@ -452,7 +449,7 @@ LOCK_WRITTEN_NODES = """
 #: ``lineage_provenance_created`` (at most one per node).
 RESOLVE_WRITE_KINDS = """
     WITH touched AS (
-        SELECT DISTINCT node_id FROM stg_provenance WHERE batch_id = ANY(%(keys)s::bigint[]) AND event_type <> 'accessed'),
+        SELECT DISTINCT node_id FROM stg_provenance WHERE batch_id = %(b)s AND event_type <> 'accessed'),
     first AS (
         SELECT f.provenance_id FROM touched t CROSS JOIN LATERAL (
             SELECT p.provenance_id FROM lineage_provenance p
@@ -484,12 +481,12 @@ MERGE_EVENTS = """
                                     producer, source, payload, revision, first_batch_id)
         SELECT DISTINCT ON (event_hash) event_hash, event_kind, event_type, event_time, run_id, job_namespace,
                job_name, producer, source, payload, revision, %(b)s
-        FROM stg_events WHERE batch_id = ANY(%(keys)s::bigint[]) ORDER BY event_hash, batch_id, part, source
+        FROM stg_events WHERE batch_id = %(b)s ORDER BY event_hash, part, source
         ON CONFLICT (event_hash) DO NOTHING RETURNING 1)
-    SELECT (SELECT count(*) FROM stg_events WHERE batch_id = %(b)s) + %(keyed)s, (SELECT count(*) FROM ins)"""
+    SELECT (SELECT count(*) FROM stg_events WHERE batch_id = %(b)s), (SELECT count(*) FROM ins)"""
 
 QUALITY_INPUTS = """
-    WITH touched AS (SELECT DISTINCT version_id FROM stg_dataset_versions WHERE batch_id = ANY(%(keys)s::bigint[])),
+    WITH touched AS (SELECT DISTINCT version_id FROM stg_dataset_versions WHERE batch_id = %(b)s),
     cur AS (SELECT v.version_id, v.dataset_id, v.event_time FROM lineage_dataset_versions v JOIN touched USING (version_id)),
     ids AS (SELECT version_id FROM cur
             UNION
@@ -715,13 +712,12 @@ class GraphStore:
     def stage_partition(cls, dsn: str | StoreSettings, batch_id: int, part: int,
                         events: Sequence[StoredEvent],
                         handover: Mapping[str, tuple[bytes | None, str]] | None = None,
-                        self_parts: Sequence[tuple[str, str, str]] = (), stage_key: bool = False) -> int:
+                        self_parts: Sequence[tuple[str, str, str]] = ()) -> int:
         """Derive ``events`` and COPY them into staging as ``(batch_id, part)``, replacing earlier rows of
         that pair (a retried task is idempotent). Own connection: callable on a Spark executor.
         Returns the number of staged rows. ``handover``: see :meth:`_derive_and_stage`. ``self_parts``:
         the batch's `$self` parts as ``(group_key, event_hash, doc)``, staged in ``stg_self_parts`` in the same
-        transaction (migration 012; stream_processor/recombine.py). ``stage_key``: ``batch_id`` is a reader task's
-        stage key (stream_processor/reader_stage.py), recorded in ``stg_reader_keys`` (migration 016)."""
+        transaction (migration 012; stream_processor/recombine.py)."""
         settings = dsn if isinstance(dsn, StoreSettings) else StoreSettings(postgres_dsn=dsn)
         events = list(events)
         if not events and not self_parts:
@@ -737,9 +733,6 @@ class GraphStore:
                     else:
                         rows, total = GraphRows(), 0
                     total += cls.stage_self_parts(conn, batch_id, part, self_parts)
-                    if stage_key:
-                        conn.execute("INSERT INTO stg_reader_keys (stage_key) VALUES (%s) ON CONFLICT DO NOTHING",
-                                     (batch_id,))
             except psycopg.Error as exc:
                 raise StoreError(f"staging batch {batch_id} part {part} failed: {exc}", code="store.stage") from exc
             for source, exc in rows.rejected:
@@ -759,17 +752,10 @@ class GraphStore:
 
     # -- merging --------------------------------------------------------------------------------------
 
-    def merge(self, batch_id: int, identity: Mapping[str, Any] | None = None, stage_keys: Sequence[int] = (),
-              keyed_events: int = 0) -> BatchResult:
-        """Merge every staged row of ``batch_id`` into the graph in one transaction and clear them.
-
-        ``stage_keys``: the keys the stream's reader tasks staged the batch's plain events under
-        (stream_processor/reader_stage.py), merged with the rows staged under ``batch_id`` itself; ``keyed_events``:
-        how many events the batch took from them once deduplicated (its ``events_in`` counts those, not the staged
-        copies of duplicates the stream's dedupe dropped)."""
-        keys = (batch_id, *(k for k in stage_keys if k != batch_id))
+    def merge(self, batch_id: int, identity: Mapping[str, Any] | None = None) -> BatchResult:
+        """Merge every staged row of ``batch_id`` into the graph in one transaction and clear them."""
         with frozen_heap():
-            return self._retry(lambda: self._merge_tx(batch_id, identity, None, keys=keys, keyed_events=keyed_events))
+            return self._retry(lambda: self._merge_tx(batch_id, identity, None))
 
     def write_batch(self, batch_id: int, events: Sequence[StoredEvent],
                     identity: Mapping[str, Any] | None = None) -> BatchResult:
@@ -871,14 +857,11 @@ class GraphStore:
 
     def _merge_tx(self, batch_id: int, identity: Mapping[str, Any] | None,
                   data: GraphRows | Sequence[StoredEvent] | None,
-                  derived: list[GraphRows] | None = None, keys: Sequence[int] | None = None,
-                  keyed_events: int = 0) -> BatchResult:
+                  derived: list[GraphRows] | None = None) -> BatchResult:
         """One batch transaction. ``data``: None (merge what is staged), events (derive and stage them as
-        part 0, appending their :class:`GraphRows` to ``derived``) or rows derived by an earlier attempt.
-        ``keys``: the staging ids whose rows the batch merges (default: its own id; :meth:`merge`)."""
+        part 0, appending their :class:`GraphRows` to ``derived``) or rows derived by an earlier attempt."""
         conn = self.conn
-        keys = list(keys or (batch_id,))
-        params = {"b": batch_id, "keys": keys, "keyed": int(keyed_events)}
+        params = {"b": batch_id}
         result = BatchResult(batch_id=batch_id)
         with conn.transaction(), conn.cursor() as cur:
             # work_mem for this transaction only: the sorts of the staged events and provenance rows (ORDER BY
@@ -901,13 +884,13 @@ class GraphStore:
             committed = cur.execute("SELECT events_in, events_new, duplicates, rows_added, rows_modified "
                                     "FROM lineage_transactions WHERE batch_id = %s", (batch_id,)).fetchone()
             if committed is not None:
-                self._clear(cur, keys)
+                self._clear(cur, batch_id)
                 result.events_in, result.events_new, result.duplicates = committed[0], committed[1], committed[2]
                 result.already_committed = True
                 return result
             annotating: _Annotator | None = None
             try:
-                one_part = len(keys) == 1 and not cur.execute(STAGED_PARTS, params).fetchone()[0]
+                one_part = not cur.execute(STAGED_PARTS, params).fetchone()[0]
                 for table, statements in _MERGES:
                     started = time.perf_counter()
                     added, modified = _counts(cur.execute(statements[one_part], params).fetchone())
@@ -947,8 +930,8 @@ class GraphStore:
             self.last_timings["lineage_events"] = time.perf_counter() - started
             self._count(result, "lineage_events", events_new, 0)
             producers = sorted({p for (p,) in cur.execute(
-                "SELECT DISTINCT producer FROM stg_events WHERE batch_id = ANY(%s::bigint[]) AND producer IS NOT NULL",
-                (keys,)).fetchall()})
+                "SELECT DISTINCT producer FROM stg_events WHERE batch_id = %s AND producer IS NOT NULL",
+                (batch_id,)).fetchall()})
             result.events_in, result.events_new, result.duplicates = events_in, events_new, events_in - events_new
             cur.execute(
                 "INSERT INTO lineage_transactions (batch_id, identity, producers, events_in, events_new, duplicates,"
@@ -956,7 +939,7 @@ class GraphStore:
                 (batch_id, json.dumps(_identity(identity), sort_keys=True, default=str), json.dumps(producers),
                  events_in, events_new, result.duplicates, result.rows_added, result.rows_modified,
                  json.dumps(result.rows_by_table, sort_keys=True)))
-            self._clear(cur, keys)
+            self._clear(cur, batch_id)
         return result
 
     @staticmethod
@@ -967,12 +950,9 @@ class GraphStore:
             result.rows_by_table[table] = added + modified
 
     @staticmethod
-    def _clear(cur: psycopg.Cursor, keys: Sequence[int]) -> None:
-        """Delete the staged rows under ``keys`` (a batch's own id and its reader tasks' stage keys)."""
+    def _clear(cur: psycopg.Cursor, batch_id: int) -> None:
         for table in STAGING_COLUMNS:
-            cur.execute(f"DELETE FROM {table} WHERE batch_id = ANY(%s::bigint[])", (list(keys),))
-        if len(keys) > 1:
-            cur.execute("DELETE FROM stg_reader_keys WHERE stage_key = ANY(%s::bigint[])", (list(keys[1:]),))
+            cur.execute(f"DELETE FROM {table} WHERE batch_id = %s", (batch_id,))
 
 
 def _put(handoff: queue.Queue[Any], item: Any, stop: threading.Event) -> bool:

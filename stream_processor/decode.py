@@ -51,9 +51,7 @@ DECODED_SCHEMA = (
 #: The decoded columns the stream keeps as columns through the dedupe (the rest is packed).
 NARROW_COLUMNS = ("status", "event_hash", "event_time", "has_self", "run_id", "event_type")
 #: The other decoded columns, in the order :func:`pack_row` writes them.
-#: ``stage_key``: set on a row whose event the reader task staged itself (stream_processor/reader_stage.py).
-PACKED_COLUMNS = tuple(c.split(" ", 1)[0] for c in DECODED_SCHEMA.split(", ")
-                       if c.split(" ", 1)[0] not in NARROW_COLUMNS) + ("stage_key",)
+PACKED_COLUMNS = tuple(c.split(" ", 1)[0] for c in DECODED_SCHEMA.split(", ") if c.split(" ", 1)[0] not in NARROW_COLUMNS)
 PACKED_SCHEMA = ("status string, event_hash string, event_time timestamp, has_self boolean, run_id string, "
                  "event_type string, packed binary")
 #: The column ``lineage_kafka``'s decoding reader adds to :data:`PACKED_SCHEMA`: when the micro-batch's ranges were
@@ -222,7 +220,7 @@ def decode_record(value: bytes | None, headers: list[tuple[str, bytes | None]] |
                 "event_time": event_time, "job_namespace": job.get("namespace"),
                 "job_name": job.get("name"), "has_self": has_self,
                 "subject": json.dumps(msg.subject, sort_keys=True) if msg.subject else None,
-                "encoding": msg.encoding, "_event": event,   # not a column: for a reader that stages (reader_stage.py)
+                "encoding": msg.encoding,
             })
             rows += _facet_rejections(facet_violations, i, msg.encoding)  # dropped facets: to the DLQ too
         except (Exception, RecursionError) as exc:  # noqa: BLE001
@@ -248,12 +246,9 @@ class DecodedColumns:
     without handing them to the JVM as Kafka columns first.
     """
 
-    def __init__(self, registry_url: str | None = None, packed: bool = False, stager: Any = None) -> None:
+    def __init__(self, registry_url: str | None = None, packed: bool = False) -> None:
         self.registry_url = registry_url
         self.packed = packed
-        #: a :class:`~stream_processor.reader_stage.ReaderStager` (packed only): the accepted plain events it takes
-        #: are staged by the reader task, and their rows go on without the event's text
-        self.stager = stager
         self.schema = arrow_packed_schema() if packed else arrow_decoded_schema()
         self._names = NARROW_COLUMNS if packed else tuple(self.schema.names)
         self.cols: dict[str, list[Any]] = {n: [] for n in self.schema.names}
@@ -274,8 +269,6 @@ class DecodedColumns:
                        kafka_timestamp=kafka_timestamp, key=key, raw_value=value if rejected else None,
                        raw_headers=[{"key": k, "value": v} for k, v in headers] if rejected else None,
                        has_self=row.get("has_self", False))
-            if self.stager is not None:
-                self.stager.take(row)
             for name in names:
                 cols[name].append(row.get(name))
             if self.packed:

@@ -26,7 +26,7 @@ them: ``enriched``, ``enriched_chunked``, ``enriched_duplicates``, ``enriched_un
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["HANDOVER_SQL", "EVENT_TEXTS_SQL", "enrich_batch"]
@@ -34,7 +34,7 @@ __all__ = ["HANDOVER_SQL", "EVENT_TEXTS_SQL", "enrich_batch"]
 #: The handed-over rows of a batch (one per event hash).
 HANDOVER_SQL = """
     SELECT DISTINCT ON (event_hash) event_hash, keys, record_key, record
-      FROM stg_event_keys WHERE batch_id = ANY(%(keys)s::bigint[]) ORDER BY event_hash, batch_id, part"""
+      FROM stg_event_keys WHERE batch_id = %(b)s ORDER BY event_hash, part"""
 
 #: The texts of the events new in the graph with a batch (index lineage_events_batch), when the caller has not
 #: read them already (the Parquet export's rows).
@@ -43,7 +43,7 @@ EVENT_TEXTS_SQL = "SELECT event_hash, payload FROM lineage_events WHERE first_ba
 
 def enrich_batch(conn: Any, batch_id: int, publisher: Any, topic: str,
                  bump: Callable[[str, int], None], payloads: Mapping[str, str] | None = None,
-                 known: Any = None, stage_keys: Sequence[int] = ()) -> int:
+                 known: Any = None) -> int:
     """Publish the enriched records of committed batch ``batch_id`` (module doc) with ``publisher`` (a
     :class:`~stream_processor.publish.RecordPublisher`) on ``conn`` (autocommit psycopg connection);
     returns the records published. The handed-over rows are deleted only after delivery: a failure
@@ -51,9 +51,7 @@ def enrich_batch(conn: Any, batch_id: int, publisher: Any, topic: str,
     the events new in the graph with this batch, by hash, when the caller has read them (the Parquet export's
     ``lineage_events`` rows: ``first_batch_id = batch_id``, the same set), so they are not read twice. ``known``:
     the annotation documents the caller has (:func:`sink.annotations_lookup.found_in_rows` of the export's
-    provenance and quality rows); the look-up reads only the others (rows an earlier batch changed last).
-    ``stage_keys``: the keys the batch's reader tasks staged its plain events under (``GraphStore.merge``), whose
-    handed-over rows are the batch's too."""
+    provenance and quality rows); the look-up reads only the others (rows an earlier batch changed last)."""
     from datetime import UTC, datetime
 
     from sink.annotations_lookup import annotations, dumps, keys_from_text, lookup
@@ -64,8 +62,7 @@ def enrich_batch(conn: Any, batch_id: int, publisher: Any, topic: str,
     keyed, bare = [], []   # (keys, Kafka key, record, event text) of new events; (Kafka key, record) of unstored
     if payloads is None:
         payloads = dict(conn.execute(EVENT_TEXTS_SQL, {"b": int(batch_id)}).fetchall())
-    staged = [int(batch_id), *(int(k) for k in stage_keys if k != batch_id)]
-    for event_hash, keys, key, record in conn.execute(HANDOVER_SQL, {"keys": staged}).fetchall():
+    for event_hash, keys, key, record in conn.execute(HANDOVER_SQL, {"b": int(batch_id)}).fetchall():
         payload = payloads.get(event_hash)
         if keys is None:
             bare.append((key, record))
@@ -97,5 +94,5 @@ def enrich_batch(conn: Any, batch_id: int, publisher: Any, topic: str,
     if published:
         publisher.flush()
         bump("enriched", published)
-    conn.execute("DELETE FROM stg_event_keys WHERE batch_id = ANY(%s::bigint[])", (staged,))
+    conn.execute("DELETE FROM stg_event_keys WHERE batch_id = %s", (int(batch_id),))
     return published

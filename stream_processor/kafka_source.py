@@ -205,8 +205,6 @@ class _DecodedRangeRows(_RangeRows):
         n = self.decoded.messages
         if not n or (n < self.batch_rows and not final):
             return None
-        if self.decoded.stager is not None:
-            self.decoded.stager.flush()   # staged before its rows go on (reader_stage.py)
         batch = self.decoded.take()
         if batch is None:
             return None
@@ -591,11 +589,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         #: "packed": the reader tasks decode (module doc, "Decoding in the reader"); "none": Kafka's columns
         self.decode = decode_option(options)
         self.registry_url = opts.get("registryurl") or None
-        #: "packed" only: the reader tasks stage the plain events they decode in this PostgreSQL database
-        #: (stream_processor/reader_stage.py); the option's name ends in "secret" so that Spark redacts it
-        self.stage_dsn = opts.get("stagedsnsecret") or None
-        #: with ``stage_dsn``: also the enrich step's hand-over rows (``stg_event_keys``)
-        self.stage_handover = opts.get("stagehandover", "false").lower() == "true"
         self._probe: HighWatermarkProbe | None = None
         self._known: dict[tuple[str, int], int] = {}
         self._target: dict[tuple[str, int], int] | None = None
@@ -741,23 +734,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from .worker_heap import freeze_imports
 
         freeze_imports()
-        decoded = None
-        if self.decode == "packed":
-            stager = None
-            if self.stage_dsn:
-                from .reader_stage import ReaderStager, stage_key
-
-                stager = ReaderStager(self.stage_dsn, stage_key(partition.topic, partition.partition, partition.start,
-                                                                partition.end, partition.planned_us),
-                                      self.stage_handover)
-            decoded = DecodedColumns(self.registry_url, packed=True, stager=stager)
-            if stager is not None:
-                from sink.heap import frozen_heap
-
-                # the collector paused while the range's parsed events pile up for staging, as in the staging pass
-                with frozen_heap():
-                    yield from read_range(partition, chunk_timeout_seconds=self.chunk_timeout_seconds, decoded=decoded)
-                return
+        decoded = DecodedColumns(self.registry_url, packed=True) if self.decode == "packed" else None
         yield from read_range(partition, chunk_timeout_seconds=self.chunk_timeout_seconds, decoded=decoded)
 
     def commit(self, end: dict) -> None:

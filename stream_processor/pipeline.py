@@ -78,9 +78,6 @@ def read_kafka(spark: Any, settings: ProcessorSettings, tick_seconds: float = 0.
         reader = reader.option("decode", "packed")
         if settings.registry_url:
             reader = reader.option("registryUrl", settings.registry_url)
-        if settings.reader_staging and settings.postgres_dsn:   # stream_processor/reader_stage.py
-            reader = (reader.option("stageDsnSecret", settings.postgres_dsn)
-                      .option("stageHandover", str(bool(settings.publish_enriched)).lower()))
     log.info("input source: %s", fmt)
     return reader.load()
 

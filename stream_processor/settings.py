@@ -74,10 +74,6 @@ class ProcessorSettings(KafkaSecurity, BaseSettings):
     metrics_port: int | None = None
     #: ``LINEAGE_SOURCE_FORMAT``: ``auto`` (native ``kafka`` when its jars are present) | ``kafka`` | ``lineage_kafka``.
     source_format: str = "auto"
-    #: ``LINEAGE_READER_STAGING``: ``lineage_kafka``'s reader tasks stage the plain events they decode themselves,
-    #: and only narrow rows go through the dedupe (stream_processor/reader_stage.py); false: the staging pass
-    #: after the dedupe stages every event (as the native ``kafka`` source always does).
-    reader_staging: bool = True
     #: ``LINEAGE_SHUFFLE_PARTITIONS``: partitions of the stateful operators' shuffle.
     shuffle_partitions: int = 2
     #: ``LINEAGE_SOURCE_MIN_PARTITIONS``: at least this many read tasks per micro-batch (``lineage_kafka``

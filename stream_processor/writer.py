@@ -110,9 +110,6 @@ log = logging.getLogger(__name__)
 #: Kafka timestamp (label1 = bucket start in ms), for the end-to-end latency histogram.
 COUNTS_SCHEMA = "metric string, label1 string, label2 string, value long"
 LATENCY_BUCKET_MS = 10
-#: Count rows of the staging pass: events of the batch its reader tasks staged, per stage key (label1;
-#: stream_processor/reader_stage.py). Taken out of the counts when the batch is marked (:func:`take_stage_keys`).
-STAGE_KEY_METRIC = "stage_key"
 #: Store batch id = epoch * 2**EPOCH_BITS + Spark batch id (module doc: store batch ids).
 EPOCH_BITS = 40
 EPOCH_SPAN = 1 << EPOCH_BITS
@@ -277,9 +274,6 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
                     ts = row.get("kafka_timestamp")
                     if ts is not None:
                         bump("ts_bucket", str(int(ts.timestamp() * 1000) // LATENCY_BUCKET_MS * LATENCY_BUCKET_MS))
-                    if row.get("stage_key") is not None:   # staged by its reader task (reader_stage.py)
-                        bump(STAGE_KEY_METRIC, str(row["stage_key"]))
-                        continue
                     if row["status"] != "ok":
                         bump("rejected", row.get("error_code") or "internal", row.get("error_class") or "")
                         publisher().publish(config.topic_dlq, row.get("key"), _bounded_dead_letter(row, limit, bump))
@@ -310,14 +304,6 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
     return run
 
 
-def take_stage_keys(counts: dict[tuple[str, str, str], int]) -> tuple[list[int], int]:
-    """``(stage keys, events staged under them)`` of a staging pass's counts, removed from ``counts``."""
-    found = {k: v for k, v in counts.items() if k[0] == STAGE_KEY_METRIC}
-    for k in found:
-        del counts[k]
-    return sorted(int(k[1]) for k in found), sum(found.values())
-
-
 def _event_texts(changed: dict[str, Any] | None) -> dict[str, str] | None:
     """``{event_hash: payload}`` of the exported ``lineage_events`` rows (the events new with the batch), or None."""
     events = None if changed is None else changed.get("lineage_events")
@@ -333,27 +319,6 @@ def stored_event(row: dict[str, Any]) -> StoredEvent:
                        source=f"{row['source_topic']}[{row['source_partition']}]@{row['source_offset']}",
                        revision=int(row.get("revision") or 0), text=row["event_json"])
 
-
-#: A batch's mark (migration 011) with the reader stage keys it merges and its events staged under them (016). Marked
-#: again (a batch re-run after a crash between its mark and Spark's commit, planned anew: new keys), it merges both
-#: sets of keys: the same events, staged twice, which the idempotent merges take once.
-MARK_SQL = """
-    INSERT INTO lineage_staged_batches (batch_id, stage_keys, keyed_events) VALUES (%s, %s::bigint[], %s)
-    ON CONFLICT (batch_id) DO UPDATE SET stage_keys = ARRAY(
-        SELECT DISTINCT k FROM unnest(lineage_staged_batches.stage_keys || EXCLUDED.stage_keys) k ORDER BY k),
-        keyed_events = EXCLUDED.keyed_events"""
-
-
-@dataclass(frozen=True)
-class StageKeys:
-    """The reader stage keys a batch merges, and the events (after the dedupe) it took from them."""
-
-    keys: list[int] = field(default_factory=list)
-    events: int = 0
-
-
-#: How often a writer sweeps the rows of reader stage keys no batch took (:meth:`GraphBatchWriter._sweep`).
-SWEEP_EVERY_SECONDS = 600.0
 
 #: Batches staged, marked and handed to the finisher thread but not finished, at most (module doc: pipelining). With
 #: 1, a batch waited for its predecessor's finishing before it was marked: 0.15-0.22 s per 5,000-event batch in
@@ -407,7 +372,6 @@ class GraphBatchWriter:
         self._graph_future: Any = None
         self._cancel = threading.Event()
         self._first_call = True
-        self._swept_at: float | None = None   # monotonic time of the last sweep of reader stage keys (_sweep)
         self._epoch: int | None = None
         self.dependency_metrics = DependencyMetrics.for_registry(metrics_registry)
         policy = settings.retry_policy() if hasattr(settings, "retry_policy") else None
@@ -525,22 +489,20 @@ class GraphBatchWriter:
         counts: dict[tuple[str, str, str], int] = {}
         self._run_pass("stage", df, _stage_and_publish(self.config, batch_id), counts)
         staged_at = time.time()
-        keys, keyed = take_stage_keys(counts)
-        if keyed:
-            counts[("reader_staged", "", "")] = keyed
         has_data = any(k[0] in ("staged", "rejected", "consumed") and v for k, v in counts.items())
         if not has_data and not (batch_id >= 0 and self._self_groups_due()):
             return  # an empty batch (a tick of the idle source) with no `$self` group due: nothing to commit
         # the failure of an earlier batch's finishing fails this one, before it is marked
         self._wait_finished(keep=FINISH_DEPTH - 1)
         waited = time.time() - staged_at
-        self.retrier.call("mark", lambda: self.store.conn.execute(MARK_SQL, (batch_id, keys, keyed)),
-                          on_failure=self._reset_store)
+        self.retrier.call("mark", lambda: self.store.conn.execute(
+            "INSERT INTO lineage_staged_batches (batch_id) VALUES (%s) ON CONFLICT DO NOTHING", (batch_id,)),
+            on_failure=self._reset_store)
         timings = {"stage": staged_at - started, "finish_wait": waited}
-        self._hand_to_finisher(batch_id, counts, started, timings, StageKeys(keys, keyed))
+        self._hand_to_finisher(batch_id, counts, started, timings)
 
     def _hand_to_finisher(self, batch_id: int, counts: dict[tuple[str, str, str], int], started: float,
-                          timings: dict[str, float], staged: StageKeys) -> None:
+                          timings: dict[str, float]) -> None:
         """Queue marked batch ``batch_id`` for the finisher thread (module doc: pipelining)."""
         if self._finish_pool is None:
             from collections import deque
@@ -553,17 +515,17 @@ class GraphBatchWriter:
         # (it only adds rows to this batch's staging); the finisher waits for it before this batch's merge
         step = self._self_pool.submit(self._recombine, batch_id, counts) if batch_id >= 0 else None
         self._finish_futures.append(
-            self._finish_pool.submit(self._finish_in_order, batch_id, counts, started, timings, staged, True, step))
+            self._finish_pool.submit(self._finish_in_order, batch_id, counts, started, timings, True, step))
 
     def _finish_in_order(self, batch_id: int, counts: dict[tuple[str, str, str], int], started: float,
-                         timings: dict[str, float], staged: StageKeys, report: bool, step: Any = None) -> None:
+                         timings: dict[str, float], report: bool, step: Any = None) -> None:
         """:meth:`_finish` on the finisher thread, unless an earlier batch's finishing failed: batches are merged in
         order, so the later ones stay staged (and marked) for the next run's recovery, in order."""
         if self._finish_failed is not None:
             raise StoreError(f"batch {batch_id} not finished: the finishing of batch {self._finish_failed} before it "
                              "failed (both stay staged; the next run finishes them in order)", code="store.finish")
         try:
-            self._finish(batch_id, counts, started, timings, staged, report, step)
+            self._finish(batch_id, counts, started, timings, report, step)
         except BaseException:
             self._finish_failed = batch_id
             raise
@@ -616,7 +578,7 @@ class GraphBatchWriter:
 
     @_heap_apart
     def _finish(self, batch_id: int, counts: dict[tuple[str, str, str], int], started: float,
-                timings: dict[str, float], staged: StageKeys, report: bool, step: Any = None) -> None:
+                timings: dict[str, float], report: bool, step: Any = None) -> None:
         """Merge, enrich and export staged batch ``batch_id``, start its graph publication, unmark it and
         report it. Idempotent: a batch finished before (merged, its records published) is a no-op but for
         the Parquet export of its changed rows, which writes the same files again."""
@@ -626,21 +588,19 @@ class GraphBatchWriter:
         elif batch_id >= 0:   # a recovered batch (lineage load's, negative ids, bring their groups recombined)
             self._recombine(batch_id, counts)
         t1 = time.time()
-        result = self.retrier.call("merge", lambda: self.finish_store.merge(batch_id, stage_keys=staged.keys,
-                                                                            keyed_events=staged.events),
+        result = self.retrier.call("merge", lambda: self.finish_store.merge(batch_id),
                                    on_failure=self._reset_finish_store)
         t2 = time.time()
         changed = self.retrier.call("export", lambda: self._changed_rows(batch_id))
         t3 = time.time()
         if self.config.publish_enriched:
-            self.retrier.call("enrich", lambda: self._enrich(batch_id, counts, changed, staged.keys))
+            self.retrier.call("enrich", lambda: self._enrich(batch_id, counts, changed))
         t4 = time.time()
         self.retrier.call("parquet", lambda: self._write_parquet(batch_id, changed))
         t5 = time.time()
         self._publish_graph_async(batch_id, changed)
         self.retrier.call("unmark", lambda: self.finish_store.conn.execute(
             "DELETE FROM lineage_staged_batches WHERE batch_id = %s", (batch_id,)), on_failure=self._reset_finish_store)
-        self._sweep(self.finish_store, self._reset_finish_store)
         now = time.time()
         if report and self.on_batch is not None:
             self.on_batch(BatchReport(batch_id, result, counts, committed_at=t2, duration_seconds=now - started,
@@ -673,31 +633,14 @@ class GraphBatchWriter:
     def _recover(self) -> None:
         """Finish, in order, every batch a previous run staged completely and did not finish (a crash or a
         stop after Spark committed its offsets; migration 011). Not reported as batches of this run."""
-        pending = self.retrier.call("recover", lambda: self.store.conn.execute(
-            "SELECT batch_id, stage_keys, keyed_events FROM lineage_staged_batches ORDER BY batch_id").fetchall(),
-            on_failure=self._reset_store)
-        for batch_id, keys, keyed in pending:
+        pending = [int(b) for (b,) in self.retrier.call("recover", lambda: self.store.conn.execute(
+            "SELECT batch_id FROM lineage_staged_batches ORDER BY batch_id").fetchall(), on_failure=self._reset_store)]
+        for batch_id in pending:
             log.info("finishing batch %d, staged by an earlier run", batch_id)
-            self._finish(int(batch_id), {}, time.time(), {}, StageKeys(list(keys or ()), int(keyed)), False)
-        self._sweep(self.store, self._reset_store)
+            self._finish(batch_id, {}, time.time(), {}, False)
 
-    def _sweep(self, store: Any, on_failure: Callable[[], None]) -> None:
-        """Remove the staged rows of reader stage keys no batch took (reader_stage.py); at most every
-        :data:`SWEEP_EVERY_SECONDS` (the first call of a writer, then after a finished batch)."""
-        from .reader_stage import SWEEP_AFTER, SWEEP_SQL
-
-        now = time.monotonic()
-        if self._swept_at is not None and now - self._swept_at < SWEEP_EVERY_SECONDS:
-            return
-        self._swept_at = now
-        swept = self.retrier.call("sweep", lambda: store.conn.execute(SWEEP_SQL).fetchall(), on_failure=on_failure)
-        if swept:
-            log.warning("removed the staged rows of %d reader stage keys no batch took within %s (reader_stage.py: "
-                        "ranges whose every event was a duplicate, or batches read and never marked)",
-                        len(swept), SWEEP_AFTER)
-
-    def _enrich(self, batch_id: int, counts: dict[tuple[str, str, str], int], changed: dict[str, Any] | None = None,
-                stage_keys: list[int] | tuple[int, ...] = ()) -> None:
+    def _enrich(self, batch_id: int, counts: dict[tuple[str, str, str], int], changed: dict[str, Any] | None = None
+                ) -> None:
         """The enriched records of committed batch ``batch_id``, from PostgreSQL (stream_processor/enrich.py), with
         the event texts and the annotation documents of the rows the export read (``changed``) when it read them.
         Counted into ``counts`` only once it succeeded (a retried call starts over)."""
@@ -716,7 +659,7 @@ class GraphBatchWriter:
             known = None if changed is None else found_in_rows(changed.get("lineage_provenance"),
                                                                changed.get("lineage_quality"))
             enrich_batch(conn, batch_id, RecordPublisher.shared(self.config.kafka_conf), self.config.topic_enriched,
-                         bump, _event_texts(changed), known, stage_keys)
+                         bump, _event_texts(changed), known)
         for key, n in done.items():
             counts[key] = counts.get(key, 0) + n
 

@@ -61,9 +61,7 @@ def _run_old_plan(spark, settings) -> None:
         state.setTimeoutDuration(3_600_000)
         yield pd.DataFrame({"group_key": [key[0]]})
 
-    # the old plan's readers did not stage (stream_processor/reader_stage.py came later)
-    old_plan = settings.model_copy(update={"reader_staging": False})
-    deduped = dedupe_within_window(decoded_stream(spark, old_plan), settings.dedupe_window_seconds)
+    deduped = dedupe_within_window(decoded_stream(spark, settings), settings.dedupe_window_seconds)
     group = F.when(F.col("has_self"), F.concat_ws("\x1f", F.lit("self"), F.col("run_id"), F.col("event_type"))) \
         .otherwise(F.lit("plain:0"))
     stream = (deduped.withColumn("group_key", group).groupBy("group_key")

@@ -30,9 +30,8 @@ def _source(values: list[tuple[bytes | None, list | None]], ts: datetime | None)
 
 
 def test_packed_columns_are_the_wide_columns_not_kept_narrow():
-    # plus the stage key a staging reader task sets (stream_processor/reader_stage.py), which wide rows never carry
     names = arrow_decoded_schema().names
-    assert sorted(NARROW_COLUMNS + PACKED_COLUMNS) == sorted([*names, "stage_key"])
+    assert sorted(NARROW_COLUMNS + PACKED_COLUMNS) == sorted(names)
     assert not set(NARROW_COLUMNS) & set(PACKED_COLUMNS)
 
 
@@ -45,7 +44,6 @@ def test_packed_batches_read_back_as_the_wide_rows(ts):
     packed_batches = list(decode_batches(iter([_source(values, ts)]), packed=True))
     assert all(b.schema.names == [*NARROW_COLUMNS, "packed"] for b in packed_batches)
     packed = [r for b in packed_batches for r in full_rows(b)]
-    assert all(r.pop("stage_key") is None for r in packed)   # no staging reader here (reader_stage.py)
     assert len(wide) >= len(values) and packed == wide
     assert sum(r["status"] != "ok" for r in packed) == 3
     assert any(r["raw_headers"] == [{"key": "h", "value": b"\x01"}] for r in packed)

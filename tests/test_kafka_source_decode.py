@@ -28,10 +28,9 @@ def _chunks(job: str) -> list[tuple[bytes, list, bytes]]:
 
 
 def _settings(bootstrap: str, topic: str, checkpoint: str) -> ProcessorSettings:
-    # 4 read tasks over 3 partitions and 40 records a batch: range cuts and batch ends fall inside chunk groups;
-    # no database: the readers do not stage (reader_stage.py), the rows keep their event texts
+    # 4 read tasks over 3 partitions and 40 records a batch: range cuts and batch ends fall inside chunk groups
     return ProcessorSettings(bootstrap_servers=bootstrap, postgres_dsn="postgresql://unused/x", topic_events=topic,
-                             reader_staging=False, checkpoint_dir=checkpoint, source_format="lineage_kafka", chunk_timeout_seconds=2.0,
+                             checkpoint_dir=checkpoint, source_format="lineage_kafka", chunk_timeout_seconds=2.0,
                              source_min_partitions=4, max_offsets_per_trigger=40)
 
 
