@@ -20,6 +20,28 @@ def test_plan_end_offsets_spreads_a_read_limit_over_partitions():
     assert plan_end_offsets(start, latest, 1000) == latest
 
 
+@pytest.mark.unit
+def test_plan_end_offsets_fills_the_read_limit_exactly():
+    # three partitions of a 40,000-record backlog: flooring each share (Spark's rounding) read 4,998 records per
+    # batch, and the drain needed a ninth batch for the 16 left; the shares now add up to the limit
+    start = {("t", 0): 0, ("t", 1): 0, ("t", 2): 0}
+    latest = {("t", 0): 13_333, ("t", 1): 13_333, ("t", 2): 13_334}
+    sizes = []
+    while start != latest:
+        ends = plan_end_offsets(start, latest, 5_000)
+        assert all(start[tp] <= ends[tp] <= latest[tp] for tp in latest)
+        sizes.append(sum(ends[tp] - start[tp] for tp in latest))
+        start = ends
+    assert sizes == [5_000] * 8
+    # the records left over go to the largest remainders (ties in partition order), each share stays within its lag
+    assert plan_end_offsets({("t", 0): 0, ("t", 1): 0, ("t", 2): 0},
+                            {("t", 0): 2, ("t", 1): 2, ("t", 2): 2}, 4) == {("t", 0): 2, ("t", 1): 1, ("t", 2): 1}
+    assert plan_end_offsets({("t", 0): 0, ("t", 1): 0}, {("t", 0): 7, ("t", 1): 2}, 5) == {("t", 0): 4, ("t", 1): 1}
+    # every lagging partition moves, even when more of them lag than the limit allows records
+    assert plan_end_offsets({("t", 0): 0, ("t", 1): 0, ("t", 2): 0},
+                            {("t", 0): 100, ("t", 1): 1, ("t", 2): 1}, 2) == {("t", 0): 2, ("t", 1): 1, ("t", 2): 1}
+
+
 def _stream(spark, bootstrap, **options):
     register(spark)
     reader = spark.readStream.format("lineage_kafka").option("kafka.bootstrap.servers", bootstrap)
