@@ -93,6 +93,8 @@ def test_the_handover_makes_the_enriched_records(pg_dsn, kafka_bootstrap, topic_
     store.migrate()
     staged = GraphStore.stage_partition(pg_dsn, 7_000_001, 0, [*events, bad], _handover([*events, bad]))
     assert staged > len(events)
+    # three of the events staged by a second part too: one record each all the same
+    GraphStore.stage_partition(pg_dsn, 7_000_001, 1, events[:3], _handover(events[:3]))
     hashes = {e.event_hash for e in events}
     counts: dict[str, int] = {}
 
@@ -102,7 +104,7 @@ def test_the_handover_makes_the_enriched_records(pg_dsn, kafka_bootstrap, topic_
     publisher = RecordPublisher({"bootstrap.servers": kafka_bootstrap})
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         assert conn.execute("SELECT count(*), count(keys) FROM stg_event_keys WHERE batch_id = 7000001"
-                            ).fetchone() == (len(hashes) + 1, len(hashes))
+                            ).fetchone() == (len(hashes) + 4, len(hashes) + 3)
         store.merge(7_000_001)
         assert enrich_batch(conn, 7_000_001, publisher, topic_names["enriched"], bump) == len(hashes) + 1
         assert counts == {"enriched": len(hashes) + 1, "enriched_unannotated": 1}
@@ -133,6 +135,15 @@ def test_the_handover_makes_the_enriched_records(pg_dsn, kafka_bootstrap, topic_
     assert with_annotations > 5
     assert by_hash["bad"].quality is None and by_hash["bad"].provenance is None
     assert by_hash["bad"].event == {"job": {"namespace": "n\x00"}}
+
+
+def test_the_handover_keeps_one_row_per_event_from_its_lowest_part():
+    from stream_processor.enrich import _handed_over
+
+    rows = [("b", 1, "kb1", b"k", "r-b1"), ("a", 0, "ka", b"k", "r-a"), ("b", 0, "kb0", b"k", "r-b0"),
+            ("c", 2, "kc", None, "r-c"), ("b", 2, "kb2", b"k", "r-b2")]
+    assert _handed_over(rows) == [("b", "kb0", b"k", "r-b0"), ("a", "ka", b"k", "r-a"), ("c", "kc", None, "r-c")]
+    assert _handed_over([]) == []
 
 
 def test_the_exported_texts_make_the_same_records(pg_dsn, kafka_bootstrap, topic_names, demo_events):
