@@ -524,9 +524,10 @@ def plan_end_offsets(start: dict[tuple[str, int], int], latest: dict[tuple[str, 
     With a cap, each partition p with lag ``l_p = latest_p - start_p`` gets its share
     ``max_rows * l_p / sum(l)`` of the batch, rounded so that the shares add up to exactly ``max_rows``
     (largest remainders: every partition gets the floor of its share, and the records left over go one
-    each to the partitions whose shares lost the most to the floor, ties in partition order), and at
-    least 1 record while it lags: a partition's share is never above its lag, and the total exceeds
-    ``max_rows`` only when more partitions lag than ``max_rows`` records are allowed.
+    each to the partitions whose shares lost the most to the floor, ties in (topic, partition) order), and
+    at least 1 record while it lags, taken from the largest shares: a partition's share is never above its
+    lag, and the total exceeds ``max_rows`` only when more partitions lag than ``max_rows`` records are
+    allowed (each then reads 1).
 
     Why not Spark's rounding (the native Kafka source floors each share): a batch then reads up to one
     record per partition less than the cap, and a backlog of N records took a micro-batch more than
@@ -547,7 +548,12 @@ def plan_end_offsets(start: dict[tuple[str, int], int], latest: dict[tuple[str, 
             remainders.append((-rest, tp))
     for _, tp in sorted(remainders)[:max_rows - sum(shares.values())]:
         shares[tp] += 1
-    return {tp: start.get(tp, 0) + (max(1, shares[tp]) if lag > 0 else 0) for tp, lag in lags.items()}
+    for tp in [tp for tp, lag in lags.items() if lag > 0 and shares[tp] == 0]:   # every lagging partition moves
+        shares[tp] = 1
+        largest = max(shares, key=lambda k: (shares[k], k))
+        if shares[largest] > 1:
+            shares[largest] -= 1
+    return {tp: start.get(tp, 0) + shares[tp] for tp in lags}
 
 
 def split_ranges(ranges: dict[tuple[str, int], tuple[int, int]], min_partitions: int

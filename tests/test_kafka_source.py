@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from stream_processor.kafka_source import KAFKA_SCHEMA, plan_end_offsets, register
 from stream_processor.testing import produce
@@ -37,9 +39,29 @@ def test_plan_end_offsets_fills_the_read_limit_exactly():
     assert plan_end_offsets({("t", 0): 0, ("t", 1): 0, ("t", 2): 0},
                             {("t", 0): 2, ("t", 1): 2, ("t", 2): 2}, 4) == {("t", 0): 2, ("t", 1): 1, ("t", 2): 1}
     assert plan_end_offsets({("t", 0): 0, ("t", 1): 0}, {("t", 0): 7, ("t", 1): 2}, 5) == {("t", 0): 4, ("t", 1): 1}
-    # every lagging partition moves, even when more of them lag than the limit allows records
-    assert plan_end_offsets({("t", 0): 0, ("t", 1): 0, ("t", 2): 0},
-                            {("t", 0): 100, ("t", 1): 1, ("t", 2): 1}, 2) == {("t", 0): 2, ("t", 1): 1, ("t", 2): 1}
+    # every lagging partition moves, its record taken from the largest share; only when more partitions lag than
+    # the limit allows records does the batch read more (one each)
+    three = {("t", 0): 0, ("t", 1): 0, ("t", 2): 0}
+    assert plan_end_offsets(three, {("t", 0): 1000, ("t", 1): 1, ("t", 2): 1}, 5) == {
+        ("t", 0): 3, ("t", 1): 1, ("t", 2): 1}
+    assert plan_end_offsets(three, {("t", 0): 100, ("t", 1): 1, ("t", 2): 1}, 2) == {
+        ("t", 0): 1, ("t", 1): 1, ("t", 2): 1}
+
+
+@pytest.mark.unit
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 20_000)), min_size=1, max_size=6),
+       st.integers(1, 12_000))
+def test_plan_end_offsets_reads_the_limit_and_moves_every_lagging_partition(partitions, max_rows):
+    start = {("t", i): s for i, (s, _) in enumerate(partitions)}
+    latest = {("t", i): s + lag for i, (s, lag) in enumerate(partitions)}
+    ends = plan_end_offsets(start, latest, max_rows)
+    lags = {tp: latest[tp] - start[tp] for tp in start}
+    assert all(start[tp] <= ends[tp] <= latest[tp] for tp in start)
+    assert all(ends[tp] > start[tp] for tp in start if lags[tp] > 0)
+    if sum(lags.values()) <= max_rows:
+        assert ends == latest
+    else:   # the limit exactly, unless more partitions lag than it allows records (then one each)
+        assert sum(ends[tp] - start[tp] for tp in start) == max(max_rows, sum(1 for lag in lags.values() if lag))
 
 
 def _stream(spark, bootstrap, **options):
