@@ -548,11 +548,19 @@ def plan_end_offsets(start: dict[tuple[str, int], int], latest: dict[tuple[str, 
             remainders.append((-rest, tp))
     for _, tp in sorted(remainders)[:max_rows - sum(shares.values())]:
         shares[tp] += 1
-    for tp in [tp for tp, lag in lags.items() if lag > 0 and shares[tp] == 0]:   # every lagging partition moves
-        shares[tp] = 1
-        largest = max(shares, key=lambda k: (shares[k], k))
-        if shares[largest] > 1:
-            shares[largest] -= 1
+    raised = [tp for tp, lag in lags.items() if lag > 0 and shares[tp] == 0]   # every lagging partition moves
+    if raised:
+        import heapq
+
+        largest = [(-n, tp) for tp, n in shares.items() if n > 1]
+        heapq.heapify(largest)
+        for tp in raised:
+            shares[tp] = 1
+            if largest:   # the record comes from the largest share (a share never drops below 1)
+                n, top = heapq.heappop(largest)
+                shares[top] -= 1
+                if -n - 1 > 1:
+                    heapq.heappush(largest, (n + 1, top))
     return {tp: start.get(tp, 0) + shares[tp] for tp in lags}
 
 
