@@ -20,6 +20,11 @@ given), and printed / written as JSON with the keys of DESIGN.md:
   finisher until it takes the batch: the batch before it still finishing, the mark), ``recombine`` (waiting for
   the `$self` step), ``merge``; ``oldest`` = their sum = that record's latency; ``events`` per batch.
 - ``peak_rss_bytes``: peak resident memory of this process and its children (JVM, Python workers).
+- ``drain_batches``: the throughput drain's micro-batches one by one (:func:`drain_batches`): events consumed,
+  staged rows, recombined `$self` events, when each started and merged (seconds from the first batch's merge
+  commit, the sustained window's start; the first batch's are negative) and its step timings; whether a batch
+  counts in ``e2e_sustained_events_per_s`` (it staged or rejected something). What the sustained window holds
+  (a last batch of a few records, a merge waiting behind its predecessor's finishing) shows here.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["run_bench", "BenchConfig", "latency_parts"]
+__all__ = ["run_bench", "BenchConfig", "latency_parts", "drain_batches"]
 
 
 class BenchConfig:
@@ -277,6 +282,17 @@ def latency_parts(reports: Iterable[Any]) -> dict[str, Any]:
             "p95_batch": {k: round(p95[k], 3) for k in keys}}
 
 
+def drain_batches(reports: Iterable[Any]) -> list[dict[str, Any]]:
+    """``drain_batches`` (module doc) of the drain's ``reports`` (``BatchReport``), in the order they were reported."""
+    reports = list(reports)
+    counted = [r for r in reports if r.total("staged") or r.total("rejected")]
+    origin = counted[0].committed_at if counted else 0.0
+    return [{"batch_id": r.batch_id, "consumed": r.total("consumed"), "staged": r.total("staged"),
+             "recombined": r.total("recombined"), "counted": bool(r.total("staged") or r.total("rejected")),
+             "started_s": round(r.started_at - origin, 3), "merged_s": round(r.committed_at - origin, 3),
+             "timings_s": {k: round(v, 3) for k, v in r.timings.items()}} for r in reports]
+
+
 def run_bench(cfg: BenchConfig) -> dict[str, Any]:
     from lineage.embedded.broker import EmbeddedBroker, create_topics
     from stream_processor.runner import run_processor
@@ -338,6 +354,7 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
                                       for k in ("stage", "finish_wait", "recombine", "merge", "enrich", "parquet",
                                                 "graph")}
         results["batches"] = len(committed)
+        results["drain_batches"] = drain_batches(reports)
 
         say(f"latency phase: {cfg.rate} events/s for {cfg.latency_seconds:.0f}s")
         lat_reports: list[Any] = []

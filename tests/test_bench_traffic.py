@@ -57,3 +57,23 @@ def test_latency_parts_add_up_to_the_oldest_records_latency() -> None:
     assert worst["oldest"] == pytest.approx(worst["waited"] + 0.7 + 0.4 + 0.3)
     assert parts["median"]["stage"] in (0.5, 0.7)
     assert latency_parts([]) == {}
+
+
+@pytest.mark.unit
+def test_drain_batches_list_each_batch_from_the_sustained_windows_start() -> None:
+    from benchmarks.e2e_bench import drain_batches
+    from sink.model import BatchResult
+    from stream_processor.writer import BatchReport
+
+    def report(batch: int, consumed: int, staged: int, started: float, merged: float) -> BatchReport:
+        return BatchReport(batch, BatchResult(batch), {("consumed", "", ""): consumed, ("staged", "", ""): staged},
+                           committed_at=merged, started_at=started, timings={"stage": 1.23456, "merge": 0.5})
+
+    rows = drain_batches([report(0, 5000, 40000, 10.0, 14.0), report(1, 5000, 41000, 13.5, 16.25),
+                          report(2, 0, 0, 17.0, 17.5)])
+    assert [r["batch_id"] for r in rows] == [0, 1, 2]
+    assert [r["counted"] for r in rows] == [True, True, False]      # a batch that staged nothing is not counted
+    assert rows[0]["merged_s"] == 0.0 and rows[0]["started_s"] == -4.0
+    assert rows[1] == {"batch_id": 1, "consumed": 5000, "staged": 41000, "recombined": 0, "counted": True,
+                       "started_s": -0.5, "merged_s": 2.25, "timings_s": {"stage": 1.235, "merge": 0.5}}
+    assert drain_batches([]) == []
