@@ -283,13 +283,17 @@ def latency_parts(reports: Iterable[Any]) -> dict[str, Any]:
             "p95_batch": {k: round(p95[k], 3) for k in keys}}
 
 
+def _counted(report: Any) -> bool:
+    """Whether a drain batch counts in the throughput figures: it staged or rejected something."""
+    return bool(report.total("staged") or report.total("rejected"))
+
+
 def drain_batches(reports: Iterable[Any]) -> list[dict[str, Any]]:
     """``drain_batches`` (module doc) of the drain's ``reports`` (``BatchReport``), in the order they were reported."""
     reports = list(reports)
-    counted = [r for r in reports if r.total("staged") or r.total("rejected")]
-    origin = counted[0].committed_at if counted else 0.0
+    origin = next((r.committed_at for r in reports if _counted(r)), 0.0)
     return [{"batch_id": r.batch_id, "consumed": r.total("consumed"), "staged": r.total("staged"),
-             "recombined": r.total("recombined"), "counted": bool(r.total("staged") or r.total("rejected")),
+             "recombined": r.total("recombined"), "counted": _counted(r),
              "started_s": round(r.started_at - origin, 3), "merged_s": round(r.committed_at - origin, 3),
              "timings_s": {k: round(v, 3) for k, v in r.timings.items()}} for r in reports]
 
@@ -337,7 +341,7 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
         started = time.time()
         run_processor(settings(topics["events"], "throughput", max_offsets_per_trigger=cfg.max_batch_events or None),
                       available_now=True, status=say, on_batch=reports.append, status_interval_seconds=10)
-        committed = [r for r in reports if r.total("staged") or r.total("rejected")]
+        committed = [r for r in reports if _counted(r)]
         if len(committed) > 1:
             warm = committed[1:]
             results["e2e_sustained_events_per_s"] = round(

@@ -56,6 +56,7 @@ Like Spark's ``failOnDataLoss=false``, but records re-published to the new log a
 
 from __future__ import annotations
 
+import heapq
 import json
 import logging
 import re
@@ -549,18 +550,15 @@ def plan_end_offsets(start: dict[tuple[str, int], int], latest: dict[tuple[str, 
     for _, tp in sorted(remainders)[:max_rows - sum(shares.values())]:
         shares[tp] += 1
     raised = [tp for tp, lag in lags.items() if lag > 0 and shares[tp] == 0]   # every lagging partition moves
-    if raised:
-        import heapq
-
-        largest = [(-n, tp) for tp, n in shares.items() if n > 1]
-        heapq.heapify(largest)
-        for tp in raised:
-            shares[tp] = 1
-            if largest:   # the record comes from the largest share (a share never drops below 1)
-                n, top = heapq.heappop(largest)
-                shares[top] -= 1
-                if -n - 1 > 1:
-                    heapq.heappush(largest, (n + 1, top))
+    largest = [(-n, tp) for tp, n in shares.items() if n > 1] if raised else []
+    heapq.heapify(largest)
+    for tp in raised:
+        shares[tp] = 1
+        if largest:   # the record comes from the largest share (a share never drops below 1)
+            _, top = heapq.heappop(largest)
+            shares[top] -= 1
+            if shares[top] > 1:
+                heapq.heappush(largest, (-shares[top], top))
     return {tp: start.get(tp, 0) + shares[tp] for tp in lags}
 
 
