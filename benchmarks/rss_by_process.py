@@ -10,6 +10,13 @@ RSS counts a shared page in every process that maps it: PostgreSQL's shared buff
 pages a forked Python worker still shares with its daemon. PSS (``/proc/PID/smaps_rollup``) divides each
 shared page among the processes that map it, so the tree's PSS is the memory the tree really holds.
 
+RSS is read from ``/proc/PID/statm`` at every sample (~0.2 ms for a bench's 13 processes). PSS costs the kernel a
+walk of every mapping's page tables: ``smaps_rollup`` of the same 13 processes took ~37 ms of this process's CPU per
+sample in a ``lineage bench`` drain, ~4 % of a core at one sample a second, which the figures this tool sits beside
+(``drain_cpu.py --tree`` counts it as the ``driver``) paid (2026-11-28, session 26). So PSS is read only when the
+tree's RSS passes the highest RSS at which PSS was read by :data:`PSS_STEP`, and at every :data:`PSS_EVERY`-th
+sample: the peak PSS is that of the samples where the RSS peaked (and of the periodic ones).
+
 Output: a table, and with ``--json FILE``
 ``{"wall_seconds", "peak_rss_bytes", "peak_pss_bytes", "rss_by_kind", "pss_by_kind", "processes_by_kind"}``.
 """
@@ -53,6 +60,20 @@ def tree_pids(root: int) -> list[int]:
     return out
 
 
+#: PSS is read when the tree's RSS exceeds the RSS of the last sample that read it by this factor (module doc) ...
+PSS_STEP = 1.02
+#: ... and at every this many-th sample.
+PSS_EVERY = 10
+
+
+def _rss(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _rss_pss(pid: int) -> tuple[int, int] | None:
     try:
         with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
@@ -68,20 +89,25 @@ def _rss_pss(pid: int) -> tuple[int, int] | None:
     return rss, pss
 
 
-def sample(root: int, kinds: dict[int, str]) -> dict[str, tuple[int, int, int]]:
-    """{kind: (rss, pss, processes)} of ``root``'s tree now; ``kinds`` caches each pid's kind."""
+def sample(root: int, kinds: dict[int, str], pss: bool = True) -> dict[str, tuple[int, int, int]]:
+    """{kind: (rss, pss, processes)} of ``root``'s tree now; ``kinds`` caches each pid's kind. ``pss=False``: RSS
+    only (``statm``, cheap; the PSS figures are 0)."""
     out: dict[str, tuple[int, int, int]] = {}
     for pid in tree_pids(root):
         if kinds.get(pid) != "jvm":
             cmd = _cmdline(pid)
             if cmd is not None:
                 kinds[pid] = classify(cmd, root, pid)
-        mem = _rss_pss(pid)
+        if pss:
+            mem = _rss_pss(pid)
+        else:
+            rss_only = _rss(pid)
+            mem = None if rss_only is None else (rss_only, 0)
         if mem is None:
             continue
         kind = kinds.get(pid, "other")
-        rss, pss, n = out.get(kind, (0, 0, 0))
-        out[kind] = (rss + mem[0], pss + mem[1], n + 1)
+        rss, pss_sum, n = out.get(kind, (0, 0, 0))
+        out[kind] = (rss + mem[0], pss_sum + mem[1], n + 1)
     return out
 
 
@@ -94,13 +120,21 @@ def measure(argv: list[str], interval: float = 1.0) -> dict[str, object]:
     rss_by: dict[str, int] = {}
     pss_by: dict[str, int] = {}
     procs_by: dict[str, int] = {}
+    pss_at = 0   # the tree's RSS at the last sample that read PSS
+    samples = 0
     while proc.poll() is None:
-        now = sample(proc.pid, kinds)
+        now = sample(proc.pid, kinds, pss=False)
+        tree_rss = sum(v[0] for v in now.values())
+        if tree_rss > pss_at * PSS_STEP or samples % PSS_EVERY == 0:   # module doc: PSS where RSS peaks
+            now = sample(proc.pid, kinds)
+            pss_at = max(pss_at, sum(v[0] for v in now.values()))
+            peak_pss = max(peak_pss, sum(v[1] for v in now.values()))
+            for kind, (_rss, pss, _n) in now.items():
+                pss_by[kind] = max(pss_by.get(kind, 0), pss)
+        samples += 1
         peak_rss = max(peak_rss, sum(v[0] for v in now.values()))
-        peak_pss = max(peak_pss, sum(v[1] for v in now.values()))
-        for kind, (rss, pss, n) in now.items():
+        for kind, (rss, _pss, n) in now.items():
             rss_by[kind] = max(rss_by.get(kind, 0), rss)
-            pss_by[kind] = max(pss_by.get(kind, 0), pss)
             procs_by[kind] = max(procs_by.get(kind, 0), n)
         time.sleep(interval)
     return {"wall_seconds": round(time.time() - began, 1), "exit_code": proc.returncode,
@@ -115,7 +149,7 @@ def main(args: list[str] | None = None) -> int:
     print(f"{'kind':>20}  {'peak RSS MiB':>12}  {'peak PSS MiB':>12}  processes")
     for kind in sorted(result["rss_by_kind"], key=lambda k: -result["rss_by_kind"][k]):  # type: ignore[index]
         print(f"{kind:>20}  {result['rss_by_kind'][kind] / mib:12.0f}  "  # type: ignore[index]
-              f"{result['pss_by_kind'][kind] / mib:12.0f}  {result['processes_by_kind'][kind]}")  # type: ignore[index]
+              f"{result['pss_by_kind'].get(kind, 0) / mib:12.0f}  {result['processes_by_kind'][kind]}")  # type: ignore[index]
     print(f"{'tree (peak of sums)':>20}  {result['peak_rss_bytes'] / mib:12.0f}  "  # type: ignore[operator]
           f"{result['peak_pss_bytes'] / mib:12.0f}")  # type: ignore[operator]
     if ns.json_file:

@@ -24,3 +24,34 @@ def test_peaks_of_a_command_and_its_child_are_counted_by_kind():
     assert result["processes_by_kind"] == {"driver": 1, "python": 1}
     assert result["peak_rss_bytes"] >= 250 * mib
     assert result["peak_pss_bytes"] <= result["peak_rss_bytes"]
+
+
+def test_pss_is_read_where_the_rss_peaks_not_at_every_sample(monkeypatch):
+    # smaps_rollup costs the kernel a page-table walk (~37 ms per sample of a bench's tree): read at new RSS peaks
+    # and every PSS_EVERY-th sample only; RSS (statm) at every sample
+    import benchmarks.rss_by_process as rbp
+
+    reads: list[int] = []
+    real = rbp._rss_pss
+
+    def counting(pid: int) -> tuple[int, int] | None:
+        reads.append(pid)
+        return real(pid)
+
+    monkeypatch.setattr(rbp, "_rss_pss", counting)
+    # 100 MB allocated after 1 s, then held 2 s: flat RSS but for one step up
+    command = "import time; time.sleep(1.0); b = bytearray(100 * 2**20); b[::4096] = b'x' * len(b[::4096]); time.sleep(2.0)"
+    samples = 0
+    real_sample = rbp.sample
+
+    def counted_sample(root: int, kinds: dict[int, str], pss: bool = True) -> dict[str, tuple[int, int, int]]:
+        nonlocal samples
+        samples += not pss
+        return real_sample(root, kinds, pss)
+
+    monkeypatch.setattr(rbp, "sample", counted_sample)
+    result = rbp.measure([sys.executable, "-c", command], interval=0.05)
+    assert result["exit_code"] == 0
+    assert samples >= 30
+    assert 0 < len(reads) <= samples // rbp.PSS_EVERY + 4   # periodic reads, the start and the step up
+    assert result["pss_by_kind"]["driver"] >= 100 * 2**20   # the step up was read
