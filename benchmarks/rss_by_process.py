@@ -129,7 +129,7 @@ def measure(argv: list[str], interval: float = 1.0) -> dict[str, object]:
             now = sample(proc.pid, kinds)
             pss_at = max(pss_at, sum(v[0] for v in now.values()))
             peak_pss = max(peak_pss, sum(v[1] for v in now.values()))
-            for kind, (_rss, pss, _n) in now.items():
+            for kind, (_tree_rss, pss, _n) in now.items():
                 pss_by[kind] = max(pss_by.get(kind, 0), pss)
         samples += 1
         peak_rss = max(peak_rss, sum(v[0] for v in now.values()))
