@@ -26,8 +26,8 @@ read). It prints figures and checks none.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import io
-import os
 import statistics
 import sys
 import tempfile
@@ -39,15 +39,17 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.derive_bench import demo_events  # noqa: E402
+from benchmarks.store_write_bench import _process_cpu  # noqa: E402
 
 DOCS = ("agent", "operation", "context", "tracing")
 MERGE_ROWS = 5000
 
 
 def _backend_cpu(conn: Any) -> float:
-    with open(f"/proc/{conn.info.backend_pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    cpu = _process_cpu(conn.info.backend_pid)
+    if cpu is None:
+        raise SystemExit(f"cannot read the backend's /proc entry (pid {conn.info.backend_pid}): the server must run here")
+    return cpu
 
 
 def _provenance_copy_text(events: int) -> tuple[bytes, int, list[str]]:
@@ -125,7 +127,6 @@ def main(argv: list[str] | None = None) -> int:
 
     text, n, hashes = _provenance_copy_text(ns.events)
     # the hashes of 40 batches' worth of events: distinct, as new events' are (sha256 of each event's hash and i)
-    import hashlib
     keys = [hashlib.sha256(f"{hashes[i % len(hashes)]}/{i}".encode()).hexdigest() for i in range(40 * MERGE_ROWS)]
     print(f"{ns.events} demo events: {n} provenance rows ({len(text) / n:.0f} bytes of COPY text each); "
           f"{len(keys)} event hashes")

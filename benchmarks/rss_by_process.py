@@ -89,11 +89,13 @@ def _rss_pss(pid: int) -> tuple[int, int] | None:
     return rss, pss
 
 
-def sample(root: int, kinds: dict[int, str], pss: bool = True) -> dict[str, tuple[int, int, int]]:
+def sample(root: int, kinds: dict[int, str], pss: bool = True,
+           pids: list[int] | None = None) -> dict[str, tuple[int, int, int]]:
     """{kind: (rss, pss, processes)} of ``root``'s tree now; ``kinds`` caches each pid's kind. ``pss=False``: RSS
-    only (``statm``, cheap; the PSS figures are 0)."""
+    only (``statm``, cheap; the PSS figures are 0). ``pids``: the tree's processes when the caller has just listed
+    them (:func:`tree_pids`)."""
     out: dict[str, tuple[int, int, int]] = {}
-    for pid in tree_pids(root):
+    for pid in tree_pids(root) if pids is None else pids:
         if kinds.get(pid) != "jvm":
             cmd = _cmdline(pid)
             if cmd is not None:
@@ -123,10 +125,11 @@ def measure(argv: list[str], interval: float = 1.0) -> dict[str, object]:
     pss_at = 0   # the tree's RSS at the last sample that read PSS
     samples = 0
     while proc.poll() is None:
-        now = sample(proc.pid, kinds, pss=False)
+        pids = tree_pids(proc.pid)
+        now = sample(proc.pid, kinds, pss=False, pids=pids)
         tree_rss = sum(v[0] for v in now.values())
         if tree_rss > pss_at * PSS_STEP or samples % PSS_EVERY == 0:   # module doc: PSS where RSS peaks
-            now = sample(proc.pid, kinds)
+            now = sample(proc.pid, kinds, pids=pids)
             pss_at = max(pss_at, sum(v[0] for v in now.values()))
             peak_pss = max(peak_pss, sum(v[1] for v in now.values()))
             for kind, (_tree_rss, pss, _n) in now.items():

@@ -44,10 +44,11 @@ def test_pss_is_read_where_the_rss_peaks_not_at_every_sample(monkeypatch):
     samples = 0
     real_sample = rbp.sample
 
-    def counted_sample(root: int, kinds: dict[int, str], pss: bool = True) -> dict[str, tuple[int, int, int]]:
+    def counted_sample(root: int, kinds: dict[int, str], pss: bool = True,
+                       pids: list[int] | None = None) -> dict[str, tuple[int, int, int]]:
         nonlocal samples
         samples += not pss
-        return real_sample(root, kinds, pss)
+        return real_sample(root, kinds, pss, pids)
 
     monkeypatch.setattr(rbp, "sample", counted_sample)
     result = rbp.measure([sys.executable, "-c", command], interval=0.05)
