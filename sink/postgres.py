@@ -46,6 +46,7 @@ from __future__ import annotations
 import json
 import logging
 import queue
+import struct
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -127,6 +128,8 @@ def _copy_staged(cur: Any, table: str, columns: Sequence[str], prefix: str, rows
 _BINARY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)
 _BINARY_TRAILER = b"\xff\xff"
 _BINARY_NULL = b"\xff\xff\xff\xff"
+_INT4 = struct.Struct(">i")
+_INT4_SIZE = b"\x00\x00\x00\x04"
 
 
 def events_copy_binary(batch_id: int, part: int, rows: Sequence[tuple[Any, ...]], encoding: str = "utf-8") -> bytes:
@@ -134,29 +137,30 @@ def events_copy_binary(batch_id: int, part: int, rows: Sequence[tuple[Any, ...]]
     binary rows of ``(batch_id, part, ...)``, without the header and trailer (:data:`_BINARY_HEADER`).
 
     Why binary (migration 016): each row carries the event's text (~4 kB of demo traffic). In text format the
-    server scans and copies it byte by byte for delimiters and escapes and the client checks it for the four
-    characters to escape; in binary format both sides copy it by its length. Each text field is the string COPY
-    text would have carried (:func:`_field` of a non-str), in the connection's ``encoding``; ``revision`` is an
-    int4.
+    server scans and copies it byte by byte for delimiters and escapes, and the client checks it for the four
+    characters to escape and joins a chunk's rows into one string (as wide as its widest character); in binary
+    format both sides take each value by its length (benchmarks/event_copy_probe.py). Each text field is the
+    string COPY text would have carried (:func:`_field` of a non-str), in the connection's ``encoding``;
+    ``revision`` is an int4.
     """
     head = ((2 + len(STAGING_COLUMNS["stg_events"])).to_bytes(2, "big")
             + b"\x00\x00\x00\x08" + int(batch_id).to_bytes(8, "big", signed=True)
             + b"\x00\x00\x00\x04" + int(part).to_bytes(4, "big", signed=True))
-    out = bytearray()
+    length = _INT4.pack
+    parts: list[bytes] = []
+    append = parts.append
     for row in rows:
-        out += head
-        last = len(row) - 1
-        for i, v in enumerate(row):
+        append(head)
+        for v in row[:-1]:
             if v is None:
-                out += _BINARY_NULL
-            elif i == last:
-                out += b"\x00\x00\x00\x04"
-                out += int(v).to_bytes(4, "big", signed=True)
+                append(_BINARY_NULL)
             else:
                 data = (v if type(v) is str else _field(v)).encode(encoding)
-                out += len(data).to_bytes(4, "big")
-                out += data
-    return bytes(out)
+                append(length(len(data)))
+                append(data)
+        revision = row[-1]
+        append(_BINARY_NULL if revision is None else _INT4_SIZE + length(int(revision)))
+    return b"".join(parts)
 
 
 def _copy_events(cur: Any) -> Any:

@@ -79,3 +79,32 @@ def test_binary_copy_stores_what_text_copy_stores(pg_dsn):
         assert [r[0] for r in casts] == [datetime.datetime(2024, 5, 1, 10, tzinfo=utc),
                                          datetime.datetime(2024, 5, 1, 10, tzinfo=utc),
                                          datetime.datetime(2024, 5, 1, 10, 0, 0, 500000, tzinfo=utc)]
+
+
+@pytest.mark.integration
+def test_events_staged_before_migration_016_merge_after_it(pg_dsn):
+    """A batch staged by the previous version (COPY text into timestamptz / uuid columns) and merged after the
+    upgrade: the migration converts the staged values and the merge stores the same time and run id."""
+    from sink.derive import BatchDeriver
+    from sink.postgres import GraphStore
+    from tests.test_derive import ds, run_event, stored
+
+    run_id = "0f7c1a3e-1111-4222-8333-444455556666"
+    event = stored(run_event("COMPLETE", "2024-05-01T10:00:00.250000Z", run_id, inputs=[ds("a")], outputs=[ds("b")]))
+    deriver = BatchDeriver()
+    deriver.add([event])
+    rows = deriver.finish().tables["stg_events"]
+    names = ", ".join(STAGING_COLUMNS["stg_events"])
+    with GraphStore(pg_dsn) as store:
+        store.migrate(up_to=15)
+        types = dict(store.conn.execute("SELECT column_name, data_type FROM information_schema.columns "
+                                        "WHERE table_name = 'stg_events'").fetchall())
+        assert types["event_time"] == "timestamp with time zone" and types["run_id"] == "uuid"
+        with store.conn.cursor() as cur, cur.copy(f"COPY stg_events (batch_id, part, {names}) FROM STDIN") as copy:
+            copy.write(copy_text("41\t0\t", rows))
+        store.conn.commit()
+        store.migrate()
+        store.merge(41)
+        got = store.conn.execute("SELECT event_time, run_id::text, payload FROM lineage_events "
+                                 "WHERE event_hash = %s", (event.event_hash,)).fetchone()
+    assert got == (datetime.datetime(2024, 5, 1, 10, 0, 0, 250000, tzinfo=datetime.timezone.utc), run_id, rows[0][9])
