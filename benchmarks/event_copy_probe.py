@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.derive_bench import demo_events  # noqa: E402
-from benchmarks.pg_value_probe import _backend_cpu  # noqa: E402
+from benchmarks.pg_value_probe import _backend_cpu, probe_server  # noqa: E402
 
 CHUNK = 250   # events per write, as GraphStore._derive_and_stage writes them (_STREAM_EVENTS)
 _TARGET = ("CREATE UNLOGGED TABLE probe_events (event_hash text PRIMARY KEY, event_kind text, event_type text, "
@@ -93,23 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(rows)} stg_events rows of demo events, {sum(len(r[9]) for r in rows) / len(rows):.0f} characters of "
           "event text each")
     results: dict[str, dict[str, list[float]]] = {}
-    with tempfile.TemporaryDirectory(prefix="event-copy-probe-") as tmp:
-        server = None
-        dsn = ns.postgres_dsn
-        if dsn is None:
-            from lineage.embedded.postgres import EmbeddedPostgres
-
-            server = EmbeddedPostgres(Path(tmp) / "pg").start()
-            dsn = server.dsn
-        try:
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                for _ in range(ns.rounds):
-                    for kind in ("text", "binary"):
-                        for step, value in _round(conn, rows, kind == "binary").items():
-                            results.setdefault(kind, {}).setdefault(step, []).append(value)
-        finally:
-            if server is not None:
-                server.stop()
+    with probe_server(ns.postgres_dsn, "event-copy-probe-") as dsn, psycopg.connect(dsn, autocommit=True) as conn:
+        for _ in range(ns.rounds):
+            for kind in ("text", "binary"):
+                for step, value in _round(conn, rows, kind == "binary").items():
+                    results.setdefault(kind, {}).setdefault(step, []).append(value)
     print(f"µs per event, median (range) of {ns.rounds} alternated rounds:")
     for kind, steps in results.items():
         print(f"  {kind:6s} " + "  ".join(f"{step} {statistics.median(v):5.1f} ({min(v):.1f}-{max(v):.1f})"

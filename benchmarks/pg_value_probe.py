@@ -26,11 +26,13 @@ read). It prints figures and checks none.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import io
 import statistics
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +115,22 @@ def _hash_merge(conn: Any, collation: str, hashes: list[str]) -> float:
     return 1e6 * (c1 - c0) / len(hashes)
 
 
+@contextlib.contextmanager
+def probe_server(dsn: str | None, prefix: str) -> Iterator[str]:
+    """``dsn``, or a fresh embedded PostgreSQL (the wheel's) in a temporary directory for the block: its DSN."""
+    if dsn is not None:
+        yield dsn
+        return
+    from lineage.embedded.postgres import EmbeddedPostgres
+
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        server = EmbeddedPostgres(Path(tmp) / "pg").start()
+        try:
+            yield server.dsn
+        finally:
+            server.stop()
+
+
 def _summary(values: list[float]) -> str:
     return f"{statistics.median(values):5.2f} ({min(values):.2f}-{max(values):.2f})"
 
@@ -130,27 +148,15 @@ def main(argv: list[str] | None = None) -> int:
     keys = [hashlib.sha256(f"{hashes[i % len(hashes)]}/{i}".encode()).hexdigest() for i in range(40 * MERGE_ROWS)]
     print(f"{ns.events} demo events: {n} provenance rows ({len(text) / n:.0f} bytes of COPY text each); "
           f"{len(keys)} event hashes")
-    with tempfile.TemporaryDirectory(prefix="pg-value-probe-") as tmp:
-        server = None
-        dsn = ns.postgres_dsn
-        if dsn is None:
-            from lineage.embedded.postgres import EmbeddedPostgres
-
-            server = EmbeddedPostgres(Path(tmp) / "pg").start()
-            dsn = server.dsn
-        try:
-            docs: dict[str, dict[str, list[float]]] = {}
-            coll: dict[str, list[float]] = {}
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                for _ in range(ns.rounds):
-                    for kind in ("jsonb", "json", "text"):
-                        for step, value in _documents(conn, kind, text, n).items():
-                            docs.setdefault(kind, {}).setdefault(step, []).append(value)
-                    for collation in ("default", '"C"'):
-                        coll.setdefault(collation, []).append(_hash_merge(conn, collation, keys))
-        finally:
-            if server is not None:
-                server.stop()
+    docs: dict[str, dict[str, list[float]]] = {}
+    coll: dict[str, list[float]] = {}
+    with probe_server(ns.postgres_dsn, "pg-value-probe-") as dsn, psycopg.connect(dsn, autocommit=True) as conn:
+        for _ in range(ns.rounds):
+            for kind in ("jsonb", "json", "text"):
+                for step, value in _documents(conn, kind, text, n).items():
+                    docs.setdefault(kind, {}).setdefault(step, []).append(value)
+            for collation in ("default", '"C"'):
+                coll.setdefault(collation, []).append(_hash_merge(conn, collation, keys))
     print(f"provenance documents, backend µs per row, median (range) of {ns.rounds} rounds:")
     for kind, steps in docs.items():
         print(f"  {kind:5s}  " + "  ".join(f"{step} {_summary(v)}" for step, v in steps.items()))

@@ -42,11 +42,11 @@ def test_binary_rows_carry_the_fields_copy_text_carries():
     parsed = _parse(events_copy_binary(12, 1, ROWS))
     assert len(parsed) == len(ROWS)
     width = 2 + len(STAGING_COLUMNS["stg_events"])
-    for row, fields in zip(ROWS, parsed):
+    for row, fields in zip(ROWS, parsed, strict=True):
         assert len(fields) == width
         assert int.from_bytes(fields[0], "big") == 12 and len(fields[0]) == 8
         assert int.from_bytes(fields[1], "big") == 1 and len(fields[1]) == 4
-        for value, field in zip(row[:-1], fields[2:-1]):
+        for value, field in zip(row[:-1], fields[2:-1], strict=True):
             want = None if value is None else (value if isinstance(value, str) else copy_text("", [(value,)])[:-1])
             assert (field.decode() if field is not None else None) == want
         assert fields[-1] is None if row[-1] is None else int.from_bytes(fields[-1], "big", signed=True) == row[-1]
@@ -75,7 +75,7 @@ def test_binary_copy_stores_what_text_copy_stores(pg_dsn):
         # what the events merge casts (MERGE_EVENTS): the times and run ids parse as they did in COPY text
         casts = conn.execute("SELECT event_time::timestamptz, run_id::uuid FROM t_binary ORDER BY event_hash").fetchall()
         assert [str(r[1]) if r[1] else None for r in casts] == [ROWS[0][4], None, None]
-        utc = datetime.timezone.utc
+        utc = datetime.UTC
         assert [r[0] for r in casts] == [datetime.datetime(2024, 5, 1, 10, tzinfo=utc),
                                          datetime.datetime(2024, 5, 1, 10, tzinfo=utc),
                                          datetime.datetime(2024, 5, 1, 10, 0, 0, 500000, tzinfo=utc)]
@@ -107,4 +107,4 @@ def test_events_staged_before_migration_016_merge_after_it(pg_dsn):
         store.merge(41)
         got = store.conn.execute("SELECT event_time, run_id::text, payload FROM lineage_events "
                                  "WHERE event_hash = %s", (event.event_hash,)).fetchone()
-    assert got == (datetime.datetime(2024, 5, 1, 10, 0, 0, 250000, tzinfo=datetime.timezone.utc), run_id, rows[0][9])
+    assert got == (datetime.datetime(2024, 5, 1, 10, 0, 0, 250000, tzinfo=datetime.UTC), run_id, rows[0][9])
