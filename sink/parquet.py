@@ -198,6 +198,18 @@ TABLES: dict[str, ParquetTable] = {t.name: t for t in (
 _FILE = re.compile(r"^(base|batch)=(\d{20})\.parquet$")
 
 
+#: The export's CSV quote and delimiter: two control characters instead of ``"`` and ``,``. CSV's rules are kept
+#: (a value holding the delimiter, the quote or a line break is quoted, a quote inside doubled; the reader undoes
+#: it), so any value reads back as it was; but JSON text (event texts, documents), which holds many ``"`` and
+#: ``,`` and never a raw control character, is now written as it is: the server no longer quotes it and doubles
+#: each ``"`` byte by byte, and the reader no longer undoes that. Per event of demo traffic, reading every table's
+#: rows of every batch (benchmarks/export_csv_probe.py, three runs in one slow hour): the server 57-67 -> 49-52 µs,
+#: this process 53-66 -> 41-64 µs, 7,154 -> 6,595 bytes (docs/PERFORMANCE.md, session 27).
+_CSV_QUOTE = "\x01"
+_CSV_DELIMITER = "\x02"
+_CSV_OPTIONS = "FORMAT csv, QUOTE E'\\x01', DELIMITER E'\\x02'"
+
+
 def table_rows(conn: Any, table: ParquetTable, where: str, params: dict[str, Any],
                batch_id: int, commit_seq: int | None = None) -> pa.Table:
     """Rows of ``table`` selected by ``where``, as Arrow, through ``COPY (SELECT ...) TO STDOUT`` (CSV),
@@ -208,7 +220,7 @@ def table_rows(conn: Any, table: ParquetTable, where: str, params: dict[str, Any
 
     query = ClientCursor(conn).mogrify(sql, params) if params else sql
     with conn.cursor() as cur:
-        with cur.copy(f"COPY ({query}) TO STDOUT WITH (FORMAT csv)") as copy:
+        with cur.copy(f"COPY ({query}) TO STDOUT WITH ({_CSV_OPTIONS})") as copy:
             for block in copy:
                 buf.write(block)
     types = {name: (pa.int64() if typ == TS else typ) for name, _, typ in table.columns}
@@ -223,7 +235,7 @@ def table_rows(conn: Any, table: ParquetTable, where: str, params: dict[str, Any
             buf,
             # one block for the whole export: a row (a 20,000-field dataset) can be larger than the 1 MB default
             read_options=pacsv.ReadOptions(column_names=names, block_size=max(1 << 20, size + 1)),
-            parse_options=pacsv.ParseOptions(newlines_in_values=True),
+            parse_options=pacsv.ParseOptions(newlines_in_values=True, quote_char=_CSV_QUOTE, delimiter=_CSV_DELIMITER),
             convert_options=pacsv.ConvertOptions(column_types=types, strings_can_be_null=True,
                                                  quoted_strings_can_be_null=False,
                                                  true_values=["t"], false_values=["f"]),
