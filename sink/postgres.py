@@ -43,13 +43,14 @@ in :attr:`GraphStore.last_rejections`; they never fail the batch of the others.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import queue
 import struct
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -145,7 +146,7 @@ def events_copy_binary(batch_id: int, part: int, rows: Sequence[tuple[Any, ...]]
     """
     head = ((2 + len(STAGING_COLUMNS["stg_events"])).to_bytes(2, "big")
             + b"\x00\x00\x00\x08" + int(batch_id).to_bytes(8, "big", signed=True)
-            + b"\x00\x00\x00\x04" + int(part).to_bytes(4, "big", signed=True))
+            + _INT4_SIZE + int(part).to_bytes(4, "big", signed=True))
     length = _INT4.pack
     parts: list[bytes] = []
     append = parts.append
@@ -163,11 +164,16 @@ def events_copy_binary(batch_id: int, part: int, rows: Sequence[tuple[Any, ...]]
     return b"".join(parts)
 
 
-def _copy_events(cur: Any) -> Any:
-    """The open COPY of ``stg_events`` rows in binary format (:func:`events_copy_binary` writes its rows); the
-    header is written here, the caller writes :data:`_BINARY_TRAILER` before it closes."""
+@contextlib.contextmanager
+def _copy_events(cur: Any, batch_id: int, part: int) -> Iterator[Callable[[Sequence[tuple[Any, ...]]], None]]:
+    """An open COPY of ``stg_events`` rows of ``(batch_id, part)`` in binary format: writes the header, yields a
+    function that writes rows (:func:`events_copy_binary`), and writes the trailer when the block ends."""
     columns = ", ".join(STAGING_COLUMNS["stg_events"])
-    return cur.copy(f"COPY stg_events (batch_id, part, {columns}) FROM STDIN (FORMAT BINARY)")
+    encoding = cur.connection.info.encoding
+    with cur.copy(f"COPY stg_events (batch_id, part, {columns}) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.write(_BINARY_HEADER)
+        yield lambda rows: copy.write(events_copy_binary(batch_id, part, rows, encoding))
+        copy.write(_BINARY_TRAILER)
 
 
 # ------------------------------------------------------------------------------------------------ SQL
@@ -682,12 +688,9 @@ class GraphStore:
                     continue
                 total += len(data)
                 if table == "stg_events":
-                    encoding = conn.info.encoding
-                    with _copy_events(cur) as copy:
-                        copy.write(_BINARY_HEADER)
+                    with _copy_events(cur, batch_id, part) as write:
                         for start in range(0, len(data), 2000):
-                            copy.write(events_copy_binary(batch_id, part, data[start:start + 2000], encoding))
-                        copy.write(_BINARY_TRAILER)
+                            write(data[start:start + 2000])
                 else:
                     _copy_staged(cur, table, columns, prefix, data)
         return total
@@ -721,9 +724,7 @@ class GraphStore:
         sent = 0
         with conn.cursor() as cur:
             cur.execute("DELETE FROM stg_events WHERE batch_id = %s AND part = %s", (batch_id, part))
-            encoding = conn.info.encoding
-            with _copy_events(cur) as copy:
-                copy.write(_BINARY_HEADER)
+            with _copy_events(cur, batch_id, part) as write:
                 for start in range(0, len(events), _STREAM_EVENTS):
                     t0 = time.perf_counter()
                     deriver.add(events[start:start + _STREAM_EVENTS], on_event)
@@ -731,8 +732,7 @@ class GraphStore:
                     derive_s += time.perf_counter() - t0
                     if fresh:
                         sent += len(fresh)
-                        copy.write(events_copy_binary(batch_id, part, fresh, encoding))
-                copy.write(_BINARY_TRAILER)
+                        write(fresh)
         t0 = time.perf_counter()
         rows = deriver.finish()
         derive_s += time.perf_counter() - t0
