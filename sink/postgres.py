@@ -749,7 +749,9 @@ class GraphStore:
         """COPY one ``stg_event_keys`` row per event of ``handover`` as ``(batch_id, part)``, replacing that
         pair's rows (migrations 006, 010). An event the deriver rejected has no keys: its record gets the event
         text itself (``lineage_events`` will not hold it), JSON with ASCII escapes (it may hold lone surrogates)."""
-        by_hash = {e.event_hash: e for e in events}
+        # only an event the deriver rejected needs its event again (rare: read once more, for those alone)
+        missing = {h for h in handover if h not in keys}
+        by_hash = {e.event_hash: e for e in events if e.event_hash in missing} if missing else {}
         rows = []
         for event_hash, (record_key, record) in handover.items():
             event_keys = keys.get(event_hash)
@@ -776,7 +778,8 @@ class GraphStore:
         the batch's `$self` parts as ``(group_key, event_hash, doc)``, staged in ``stg_self_parts`` in the same
         transaction (migration 012; stream_processor/recombine.py)."""
         settings = dsn if isinstance(dsn, StoreSettings) else StoreSettings(postgres_dsn=dsn)
-        events = list(events)
+        # a Sequence is read in slices as it is derived (the staging pass's ParsedOnRead parses on read)
+        events = events if isinstance(events, Sequence) else list(events)
         if not events and not self_parts:
             # Nothing to stage, and nothing to replace: a re-run of this task reads the same (empty) input.
             # Skipping the connection matters for the idle query's empty micro-batches (ticks).

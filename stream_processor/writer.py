@@ -91,7 +91,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,7 +102,7 @@ from sink.model import BatchResult, StoredEvent
 
 from .decode import full_rows
 
-__all__ = ["GraphBatchWriter", "BatchReport", "WriterConfig", "COUNTS_SCHEMA", "graph_topic_tables"]
+__all__ = ["GraphBatchWriter", "ParsedOnRead", "BatchReport", "WriterConfig", "COUNTS_SCHEMA", "graph_topic_tables"]
 
 log = logging.getLogger(__name__)
 
@@ -234,6 +234,19 @@ def _profiled(step: str, batch_id: int) -> Callable[[Any], Any]:
     return wrap
 
 
+#: Rows of an input Arrow batch made Python dicts at a time in the staging pass: Spark hands ``mapInArrow`` batches of up
+#: to ``spark.sql.execution.arrow.maxRecordsPerBatch`` (10,000) rows, and the dicts of a whole batch (each with its
+#: event's text) held ~70 MB at once.
+ROWS_PER_SLICE = 500
+
+
+def _rows_of(batches: Iterator[Any]) -> Iterator[dict[str, Any]]:
+    """The rows of ``batches`` as :func:`~stream_processor.decode.full_rows` dicts, :data:`ROWS_PER_SLICE` at a time."""
+    for batch in batches:
+        for start in range(0, batch.num_rows, ROWS_PER_SLICE):
+            yield from full_rows(batch.slice(start, ROWS_PER_SLICE))
+
+
 def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The staging pass: accepted rows to the staging tables, rejected rows to the DLQ."""
     @_profiled("stage", batch_id)
@@ -253,7 +266,7 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
         def bump(metric: str, a: str = "", b: str = "", n: int = 1) -> None:
             counts[(metric, a, b)] = counts.get((metric, a, b), 0) + n
 
-        events: list[StoredEvent] = []
+        events = ParsedOnRead()
         self_parts: list[tuple[str, str, str]] = []
         handover: dict[str, tuple[bytes | None, str]] | None = {} if config.publish_enriched else None
         made: list[Any] = []  # the producer, made on the first record to publish (a file load may have no broker)
@@ -264,30 +277,29 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
             return made[0]
 
         limit = _record_limit(config.kafka_conf)
-        # the collector paused while the batch's events pile up (sink/heap.py): ~10 us per event of parsing
+        # the collector paused while the batch's rows pile up (sink/heap.py)
         with frozen_heap():
-            for batch in batches:
-                for row in full_rows(batch):
-                    if row.get("error_code") != "validation.facet":  # a dropped facet's record: its event counts
-                        bump("consumed", row.get("source_topic") or "", row.get("encoding") or "unknown",
-                             int(row.get("parts") or 1))
-                    ts = row.get("kafka_timestamp")
-                    if ts is not None:
-                        bump("ts_bucket", str(int(ts.timestamp() * 1000) // LATENCY_BUCKET_MS * LATENCY_BUCKET_MS))
-                    if row["status"] != "ok":
-                        bump("rejected", row.get("error_code") or "internal", row.get("error_class") or "")
-                        publisher().publish(config.topic_dlq, row.get("key"), _bounded_dead_letter(row, limit, bump))
-                        continue
-                    if is_self_part(row):   # recombined in the store (recombine.py), not staged as an event
-                        bump("self_parts")
-                        self_parts.append(part_doc(row))
-                        continue
-                    if row.get("has_self") and row.get("revision"):  # lineage load's recombined rows
-                        bump("self_parts", n=int(row.get("parts") or 1))
-                        bump("recombined")
-                    events.append(stored_event(row))
-                    if handover is not None:
-                        handover[row["event_hash"]] = (row.get("key"), handover_record(row))
+            for row in _rows_of(batches):
+                if row.get("error_code") != "validation.facet":  # a dropped facet's record: its event counts
+                    bump("consumed", row.get("source_topic") or "", row.get("encoding") or "unknown",
+                         int(row.get("parts") or 1))
+                ts = row.get("kafka_timestamp")
+                if ts is not None:
+                    bump("ts_bucket", str(int(ts.timestamp() * 1000) // LATENCY_BUCKET_MS * LATENCY_BUCKET_MS))
+                if row["status"] != "ok":
+                    bump("rejected", row.get("error_code") or "internal", row.get("error_class") or "")
+                    publisher().publish(config.topic_dlq, row.get("key"), _bounded_dead_letter(row, limit, bump))
+                    continue
+                if is_self_part(row):   # recombined in the store (recombine.py), not staged as an event
+                    bump("self_parts")
+                    self_parts.append(part_doc(row))
+                    continue
+                if row.get("has_self") and row.get("revision"):  # lineage load's recombined rows
+                    bump("self_parts", n=int(row.get("parts") or 1))
+                    bump("recombined")
+                events.append(row)
+                if handover is not None:
+                    handover[row["event_hash"]] = (row.get("key"), handover_record(row))
             staged = _store_module().GraphStore.stage_partition(config.dsn, batch_id, part, events, handover, self_parts)
             # freed while the collector is still paused: objects that die are dropped from its young generation,
             # live ones would all be walked by the collection the next allocation starts (33 of the workers'
@@ -312,12 +324,49 @@ def _event_texts(changed: dict[str, Any] | None) -> dict[str, str] | None:
     return dict(zip(events.column("event_hash").to_pylist(), events.column("payload").to_pylist(), strict=True))
 
 
+class ParsedOnRead(Sequence[StoredEvent]):
+    """The staging pass's accepted events, each kept as its text and parsed only when read: a slice is a list of
+    fresh :class:`~sink.model.StoredEvent` objects. ``GraphStore.stage_partition`` derives a partition
+    :data:`sink.postgres._STREAM_EVENTS` events at a time, so only one chunk's parsed events are alive at once,
+    not the whole partition's (a parsed demo event holds ~30 kB of Python objects against its 4 kB text: with all
+    of them kept, each staging worker grew by ~235 MB from 5,000- to 20,000-event batches, ``lineage bench``
+    2026-11-28, session 28)."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self) -> None:
+        self._rows: list[tuple[str, str, str, int]] = []
+
+    def append(self, row: dict[str, Any]) -> None:
+        """Keep what :func:`stored_event` needs of an accepted decoded row (not the row)."""
+        self._rows.append(_kept(row))
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [_parsed(r) for r in self._rows[index]]
+        return _parsed(self._rows[index])
+
+    def clear(self) -> None:
+        self._rows.clear()
+
+
+def _parsed(kept: tuple[str, str, str, int]) -> StoredEvent:
+    text, event_hash, source, revision = kept
+    return StoredEvent(event=loads(text), event_hash=event_hash, source=source, revision=revision, text=text)
+
+
+def _kept(row: dict[str, Any]) -> tuple[str, str, str, int]:
+    return (row["event_json"], row["event_hash"],
+            f"{row['source_topic']}[{row['source_partition']}]@{row['source_offset']}", int(row.get("revision") or 0))
+
+
 def stored_event(row: dict[str, Any]) -> StoredEvent:
-    """The :class:`~sink.model.StoredEvent` of an accepted decoded row (the staging pass's, and the recombined
-    events' in :func:`stream_processor.recombine.recombine_in_store`)."""
-    return StoredEvent(event=loads(row["event_json"]), event_hash=row["event_hash"],
-                       source=f"{row['source_topic']}[{row['source_partition']}]@{row['source_offset']}",
-                       revision=int(row.get("revision") or 0), text=row["event_json"])
+    """The :class:`~sink.model.StoredEvent` of an accepted decoded row (the staging pass's, through
+    :class:`ParsedOnRead`, and the recombined events' in :func:`stream_processor.recombine.recombine_in_store`)."""
+    return _parsed(_kept(row))
 
 
 #: Batches staged, marked and handed to the finisher thread but not finished, at most (module doc: pipelining). With
