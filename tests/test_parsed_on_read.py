@@ -1,0 +1,110 @@
+"""The staging pass keeps its partition's accepted events as texts and parses them a chunk at a time
+(``stream_processor.writer.ParsedOnRead``): what ``GraphStore.stage_partition`` stages from it equals what it
+stages from the parsed events, and only about one chunk (``sink.postgres._STREAM_EVENTS``) of parsed events is
+alive at any moment, however many the partition holds (a parsed demo event is ~30 kB of Python objects)."""
+
+from __future__ import annotations
+
+import json
+import weakref
+from typing import Any
+
+import psycopg
+import pytest
+
+from producers.demo import DemoTraffic
+from schemas.codec import SUBJECT_HEADER, decode_message
+from schemas.identity import canonical_json, event_hash
+from schemas.validate import validate_message
+from sink.postgres import _STREAM_EVENTS, GraphStore
+from stream_processor.publish import handover_record
+from stream_processor.writer import ParsedOnRead, _parsed, stored_event
+
+#: The row of an event the deriver rejects (a NUL PostgreSQL cannot store): its record carries its text.
+_BAD_TEXT = ('{"eventTime":"2024-01-01T00:00:00Z","eventType":"COMPLETE","job":{"name":"j","namespace":"n\\u0000"},'
+             '"run":{"runId":"r"}}')
+
+
+def _rows(n: int) -> list[dict[str, Any]]:
+    """Accepted decoded rows of ``n`` demo events (the columns the staging pass reads), then the bad one."""
+    rows = []
+    for i, message in enumerate(DemoTraffic(seed=5).messages()):
+        headers = [(SUBJECT_HEADER, json.dumps(message.subject).encode())] if message.subject else None
+        for decoded in decode_message(json.dumps(message.value).encode(), headers):
+            event = validate_message(decoded)
+            rows.append(_row(canonical_json(event), event_hash(event), i))
+        if len(rows) >= n:
+            break
+    return [*rows[:n], _row(_BAD_TEXT, "bad-event", 10**6)]
+
+
+def _row(text: str, digest: str, offset: int) -> dict[str, Any]:
+    return {"status": "ok", "event_json": text, "event_hash": digest, "kind": "run", "event_type": "COMPLETE",
+            "event_time": None, "run_id": None, "job_namespace": None, "job_name": None, "revision": 0,
+            "source_topic": "demo", "source_partition": 0, "source_offset": offset, "subject": None,
+            "key": f"k{offset}".encode()}
+
+
+class _Counting(ParsedOnRead):
+    """:class:`ParsedOnRead` counting the parsed events alive (a finalizer on each), and the most at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.alive = 0
+        self.most = 0
+
+    def _gone(self) -> None:
+        self.alive -= 1
+
+    def __getitem__(self, index: Any) -> Any:
+        out = super().__getitem__(index)
+        for stored in out if isinstance(out, list) else [out]:
+            self.alive += 1
+            weakref.finalize(stored, self._gone)
+        self.most = max(self.most, self.alive)
+        return out
+
+
+def test_a_slice_is_freshly_parsed_events_equal_to_the_rows_stored_events():
+    rows = _rows(30)
+    events = ParsedOnRead()
+    for row in rows:
+        events.append(row)
+    assert len(events) == len(rows)
+    first, again = events[2:5], events[2:5]
+    assert first == again == [stored_event(r) for r in rows[2:5]]
+    assert first[0] is not again[0] and first[0].event is not again[0].event
+    assert events[-1] == stored_event(rows[-1]) and events[-1].text == _BAD_TEXT
+    assert [e.event_hash for e in events] == [r["event_hash"] for r in rows]   # iteration reads through __getitem__
+    assert _parsed((_BAD_TEXT, "h", "s", 3)).revision == 3
+    events.clear()
+    assert len(events) == 0
+
+
+@pytest.mark.integration
+def test_staging_from_texts_holds_one_chunk_of_parsed_events_and_stages_the_same(pg_dsn):
+    n = 3 * _STREAM_EVENTS + 17
+    rows = _rows(n)
+    handover = {r["event_hash"]: (r["key"], handover_record(r)) for r in rows}
+    lazy = _Counting()
+    for row in rows:
+        lazy.append(row)
+    GraphStore(pg_dsn).migrate()
+    staged_lazy = GraphStore.stage_partition(pg_dsn, 7_100_001, 0, lazy, handover)
+    staged_list = GraphStore.stage_partition(pg_dsn, 7_100_002, 0, [stored_event(r) for r in rows], handover)
+    assert staged_lazy == staged_list > n
+    # the old staging pass held all n + 1 parsed events at once
+    assert 0 < lazy.most <= 2 * _STREAM_EVENTS
+    tables = ("stg_events", "stg_provenance", "stg_dataset_versions", "stg_edges", "stg_event_keys")
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for table in tables:
+            columns = [c for (c,) in conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = %s AND column_name <> "
+                "'batch_id' ORDER BY ordinal_position", (table,)).fetchall()]
+            select = f"SELECT {', '.join(columns)} FROM {table} WHERE batch_id = %s ORDER BY {', '.join(columns)}"
+            got = conn.execute(select, (7_100_001,)).fetchall()
+            assert got and got == conn.execute(select, (7_100_002,)).fetchall(), table
+        # the rejected event's record carries its text, as with parsed events
+        keys, record = conn.execute("SELECT keys, record FROM stg_event_keys WHERE batch_id = 7100001 AND "
+                                    "event_hash = 'bad-event'").fetchone()
+        assert keys is None and json.loads(record)["event"] == _BAD_TEXT
