@@ -47,7 +47,7 @@ __all__ = ["run_bench", "BenchConfig", "latency_parts", "drain_batches"]
 class BenchConfig:
     def __init__(self, events: int = 20_000, rate: int = 2_000, latency_seconds: float = 20.0,
                  bootstrap: str | None = None, postgres_dsn: str | None = None, work_dir: str | None = None,
-                 naive_sample: int = 2_000, status: Any = print, max_batch_events: int = 5_000,
+                 naive_sample: int = 2_000, status: Any = print, max_batch_events: int = 10_000,
                  traffic: str = "demo") -> None:
         if traffic not in TRAFFIC:
             raise ValueError(f"traffic must be one of {sorted(TRAFFIC)}, not {traffic!r}")

@@ -67,7 +67,7 @@ def _count_rows(batches: Any) -> Any:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--events", type=int, default=20_000)
-    parser.add_argument("--max-batch-events", type=int, default=5_000)
+    parser.add_argument("--max-batch-events", type=int, default=10_000)
     parser.add_argument("--stage", choices=("all", "decode-dedupe"), default="all",
                         help="all: the stream's whole query; decode-dedupe: the same since the $self operator left")
     parser.add_argument("--unfused", action="store_true",

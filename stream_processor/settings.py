@@ -20,9 +20,12 @@ __all__ = ["DEFAULT_MAX_OFFSETS_PER_TRIGGER", "ProcessorSettings"]
 #: --max-batch-events N`` (2026-11-27, 2 interleaved runs each; docs/PERFORMANCE.md, session 18): peak RSS of the
 #: process tree 2.67-2.99 GB at 5,000, 2.86-3.06 at 10,000, 3.22-3.37 at 20,000, 4.06 GB with no cap (the 40,000
 #: events in one batch: the driver 1.26 GB, the Python workers 2.1 GB), while the CPU per event fell 0.87 -> 0.81
-#: -> 0.73 ms (each micro-batch costs ~0.7-0.9 CPU-s whatever its size). 5,000 keeps the tree under the 3 GB of
-#: issue 18's memory goal; raise it where memory allows.
-DEFAULT_MAX_OFFSETS_PER_TRIGGER = 5_000
+#: -> 0.73 ms (each micro-batch costs ~0.7-0.9 CPU-s whatever its size). Session 28 (2026-11-28) stopped the staging
+#: workers holding every parsed event of their partition (writer.ParsedOnRead): at 10,000 the tree peaked at
+#: 2.73-2.85 GB (4 runs; the previous code 2.87-2.99, 2 runs) and the drain cost a median 1.16 against 1.31 ms of CPU
+#: per event at 5,000 (4 + 4 interleaved runs, a slow hour). 10,000 keeps the tree under the 3 GB of issue 18's
+#: memory goal; raise it where memory allows.
+DEFAULT_MAX_OFFSETS_PER_TRIGGER = 10_000
 
 
 def _secret_key(key: str) -> bool:

@@ -18,7 +18,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--events", type=int, default=int(env_default("--events", 20000)))
     p.add_argument("--rate", type=int, default=2000, help="events/s of the latency phase")
     p.add_argument("--latency-seconds", type=float, default=20.0)
-    p.add_argument("--max-batch-events", type=int, default=5000,
+    p.add_argument("--max-batch-events", type=int, default=10000,
                    help="Kafka records per micro-batch of the throughput drain (maxOffsetsPerTrigger; 0: unlimited); "
                         "the default is lineage process's")
     p.add_argument("--traffic", choices=("demo", "real"), default="demo",

@@ -38,7 +38,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-offsets-per-trigger", type=int, default=e("--max-offsets-per-trigger"),
                    # the number is stream_processor.settings.DEFAULT_MAX_OFFSETS_PER_TRIGGER (not imported here:
                    # pydantic would add ~0.1 s to every command's start; tests/test_pipeline_cli.py compares them)
-                   help="Kafka records per micro-batch at most (default 5,000; 0: no cap, a backlog is then "
+                   help="Kafka records per micro-batch at most (default 10,000; 0: no cap, a backlog is then "
                         "read in one batch)")
     p.add_argument("--starting-offsets", default=e("--starting-offsets", "earliest"))
     p.add_argument("--recombine-quiet-seconds", type=float, default=e("--recombine-quiet-seconds", 10.0))
