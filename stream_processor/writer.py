@@ -102,7 +102,7 @@ from sink.model import BatchResult, StoredEvent
 
 from .decode import full_rows
 
-__all__ = ["GraphBatchWriter", "ParsedOnRead", "BatchReport", "WriterConfig", "COUNTS_SCHEMA", "graph_topic_tables"]
+__all__ = ["GraphBatchWriter", "ParsedOnRead", "graph_tables_of", "BatchReport", "WriterConfig", "COUNTS_SCHEMA", "graph_topic_tables"]
 
 log = logging.getLogger(__name__)
 
@@ -395,6 +395,13 @@ def graph_topic_tables(settings: Any) -> tuple[str, ...]:
     return GRAPH_TOPIC_TABLES + extra
 
 
+def graph_tables_of(changed: dict[str, Any] | None, settings: Any) -> dict[str, Any] | None:
+    """Of a batch's changed rows (``sink.parquet.changed_rows``), the tables its graph publication reads."""
+    if changed is None:
+        return None
+    return {name: changed[name] for name in graph_topic_tables(settings) if name in changed}
+
+
 class GraphBatchWriter:
     """The ``foreachBatch`` callable of the query (runs on the driver)."""
 
@@ -647,7 +654,10 @@ class GraphBatchWriter:
         t4 = time.time()
         self.retrier.call("parquet", lambda: self._write_parquet(batch_id, changed))
         t5 = time.time()
-        self._publish_graph_async(batch_id, changed)
+        # only the graph topic's tables outlive this call (the publication overlaps the next batch's finishing):
+        # the events' texts, the provenance and quality documents are freed here
+        self._publish_graph_async(batch_id, graph_tables_of(changed, self.settings))
+        changed = None   # (the closures above share this binding)
         self.retrier.call("unmark", lambda: self.finish_store.conn.execute(
             "DELETE FROM lineage_staged_batches WHERE batch_id = %s", (batch_id,)), on_failure=self._reset_finish_store)
         now = time.time()

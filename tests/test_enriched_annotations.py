@@ -255,3 +255,23 @@ def test_graph_topic_carries_annotations_only_when_asked(kafka_bootstrap, topic_
         {"lineage_provenance", "lineage_quality"} if annotations else set())
     assert wanted <= tables <= set(graph_topic_tables(writer.settings))
     assert ("lineage_provenance" in tables) is annotations and ("lineage_quality" in tables) is annotations
+
+
+@pytest.mark.parametrize("annotations", [False, True])
+def test_the_graph_publication_keeps_only_the_tables_it_publishes(annotations):
+    """What outlives a batch's finishing for its graph publication (which overlaps the next batch): the graph topic's
+    tables of the batch's changed rows, not the events' texts nor, unless published, the annotation documents."""
+    from types import SimpleNamespace
+
+    from sink.parquet import TABLES
+    from stream_processor.writer import graph_tables_of, graph_topic_tables
+
+    settings = SimpleNamespace(graph_topic_annotations=annotations)
+    changed = {name: object() for name in TABLES}
+    kept = graph_tables_of(changed, settings)
+    assert set(kept) == set(graph_topic_tables(settings)) and "lineage_events" not in kept
+    assert ("lineage_provenance" in kept) is annotations
+    assert all(kept[name] is changed[name] for name in kept)
+    assert graph_tables_of(None, settings) is None
+    assert graph_tables_of({"lineage_nodes": changed["lineage_nodes"]}, settings) == {
+        "lineage_nodes": changed["lineage_nodes"]}
