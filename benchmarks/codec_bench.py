@@ -28,7 +28,7 @@ def typical_event(i: int = 0) -> dict[str, Any]:
     """A realistic ~2.0 kB RunEvent (compact JSON)."""
     producer = "https://github.com/OpenLineage/OpenLineage/tree/1.30.0/integration/spark"
     schema_facet = {
-        "_producer": producer,
+        "_producer": producer, "_schemaURL": "https://openlineage.io/spec/facets/1-1-1/SchemaDatasetFacet.json",
         "fields": [{"name": f"col_{k}", "type": "VARCHAR" if k % 2 else "BIGINT"} for k in range(3)],
     }
     return {
@@ -43,18 +43,24 @@ def typical_event(i: int = 0) -> dict[str, Any]:
                            "job": {"namespace": "airflow", "name": "daily_orders"}},
                 "nominalTime": {"_producer": producer, "_schemaURL": "https://openlineage.io/spec/facets/1-0-0/NominalTimeRunFacet.json",
                                 "nominalStartTime": "2026-11-22T08:00:00Z"},
-                "processing_engine": {"_producer": producer, "version": "4.0.1", "name": "spark"},
+                "processing_engine": {"_producer": producer, "version": "4.0.1", "name": "spark",
+                                      "_schemaURL": "https://openlineage.io/spec/facets/1-1-1/ProcessingEngineRunFacet.json"},
             },
         },
         "job": {"namespace": "spark://prod", "name": f"orders.enrich_{i % 50}",
-                "facets": {"sql": {"_producer": producer, "query": "SELECT o.id, c.name FROM orders o JOIN customers c ON o.cid = c.id"}}},
+                "facets": {"sql": {"_producer": producer,
+                                           "_schemaURL": "https://openlineage.io/spec/facets/1-1-0/SQLJobFacet.json",
+                                           "query": "SELECT o.id, c.name FROM orders o JOIN customers c ON o.cid = c.id"}}},
         "inputs": [
             {"namespace": "postgres://db:5432", "name": "public.orders", "facets": {"schema": schema_facet}},
             {"namespace": "postgres://db:5432", "name": "public.customers", "facets": {"schema": schema_facet}},
         ],
         "outputs": [
             {"namespace": "s3://lake", "name": "warehouse/orders_enriched",
-             "outputFacets": {"outputStatistics": {"_producer": producer, "rowCount": 123456, "size": 98765432}}},
+             "outputFacets": {"outputStatistics": {
+                 "_producer": producer,
+                 "_schemaURL": "https://openlineage.io/spec/facets/1-0-2/OutputStatisticsOutputDatasetFacet.json",
+                 "rowCount": 123456, "size": 98765432}}},
         ],
         "producer": producer,
         "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
