@@ -1,0 +1,32 @@
+"""The benchmarks that need no server still run: each at a tiny size, as a subprocess, must exit 0 and print its
+figures. A benchmark whose input the product stopped accepting failed at its first step for weeks
+(benchmarks/codec_bench.py: its typical event lacked the ``_schemaURL`` the validator requires) and nothing
+noticed. The figures themselves are not checked: tests never assert on time."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: ``(script, arguments, a line its output must hold)``: each small enough to take a few seconds.
+CASES = [
+    ("codec_bench.py", ["--events", "20", "--seconds", "0.05"], "avro_decode_validate_hash_events_per_s"),
+    ("derive_bench.py", ["--events", "100", "--repeats", "2"], "staging pass (derive + COPY text + keys)"),
+    ("validate_bench.py", ["--events", "100", "--repeats", "2"], "core+facets"),
+]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("script", "args", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_serverless_benchmark_runs(script: str, args: list[str], expected: str) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"{script} exited {done.returncode}:\n{done.stderr[-3000:]}"
+    assert expected in done.stdout, f"{script} printed no {expected!r}:\n{done.stdout[-3000:]}"
