@@ -10,7 +10,8 @@ Each run is the goals table's command (docs/PERFORMANCE.md)::
 in the checkout's directory, with ``PYTHONPATH`` set to it (so the Spark workers import that checkout's code; build
 its compiled modules first: ``python scripts/build_compiled.py`` there). With several ``--checkout`` the runs take
 turns (A, B, A, B, ...): this machine's speed drifts within minutes, so only alternated runs compare two versions.
-A broker or PostgreSQL server a run leaves behind (one that appeared during the run) is stopped before the next.
+A broker or PostgreSQL server a run leaves behind (one that appeared during the run: the bench's PostgreSQL, or a
+broker that outlived the process that started it) is stopped before the next; other commands' servers are not touched.
 
 Printed per run and, per checkout, as median (range): sustained events/s, its ratio to the naive baseline and to raw
 ``COPY`` of the same run, p95 latency, the tree's peak RSS, the drain's CPU per event (and by process kind), with the
@@ -57,9 +58,29 @@ def _server_pids() -> set[int]:
     return pids
 
 
+def _orphan(pid: int) -> bool:
+    """Whether ``pid``'s parent is init (its starter exited without stopping it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1] == "1"
+    except (OSError, IndexError):
+        return False
+
+
+def _left_by_bench(pid: int) -> bool:
+    """A bench's server: its embedded PostgreSQL (data under the bench's ``lineage-bench-*`` work directory; pg_ctl
+    leaves every PostgreSQL a child of init, so parentage says nothing there) or an orphaned broker. Servers of other
+    commands (a test session's, ``lineage up``'s) are neither."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"lineage-bench-" in cmdline or (b"tansu" in cmdline and _orphan(pid))
+
+
 def _stop_new_servers(before: set[int]) -> list[int]:
-    """SIGTERM the bench servers that appeared since ``before``, then SIGKILL those still there after 5 s."""
-    new = sorted(_server_pids() - before)
+    """SIGTERM the bench servers (:func:`_left_by_bench`) that appeared since ``before``, then SIGKILL those still
+    there after 5 s."""
+    new = sorted(pid for pid in _server_pids() - before if _left_by_bench(pid))
     for pid in new:
         try:
             os.kill(pid, signal.SIGTERM)
