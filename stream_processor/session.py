@@ -10,7 +10,10 @@ from typing import Any
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["build_spark_session", "DRIVER_JAVA_OPTIONS", "SparkMemorySettings", "spark_master", "limit_malloc_arenas"]
+__all__ = ["build_spark_session", "DRIVER_JAVA_OPTIONS", "SparkMemorySettings", "spark_master", "limit_malloc_arenas",
+           "release_planner_workers", "PLANNER_WORKER_MODULES"]
+
+log = logging.getLogger(__name__)
 
 #: JVM options of the local-mode driver (``LINEAGE_SPARK_DRIVER_JAVA_OPTIONS`` replaces them).
 #: ``-XX:TieredStopAtLevel=1``: the client (C1) JIT compiler only. Every micro-batch plans its query
@@ -183,3 +186,58 @@ def _fs_checkpoint_manager(session: Any) -> str | None:
         except Exception:  # noqa: BLE001 - py4j raises its own error types
             continue
     return None
+
+
+#: The Python workers Spark's driver starts to plan a Python data source (``lineage_kafka``): looking sources up
+#: at the session's start, creating the source and planning its read at a query's start. Each has a factory of its
+#: own: a ``pyspark.daemon`` process and the worker it forked, kept idle in the factory's pool for the next query.
+PLANNER_WORKER_MODULES = frozenset({
+    "pyspark.sql.worker.lookup_data_sources",
+    "pyspark.sql.worker.create_data_source",
+    "pyspark.sql.worker.plan_data_source_read",
+})
+
+
+def release_planner_workers(spark: Any) -> int:
+    """Stop the driver's idle data-source planning workers (:data:`PLANNER_WORKER_MODULES`) and forget their
+    factories; returns how many factories were stopped. Call it once a query is running (its first micro-batch).
+
+    A running streaming query never uses them again (its micro-batches are planned by the source's own
+    ``python_streaming_source_runner``), yet they stayed for the session's life: in ``lineage bench`` six processes,
+    ~370 MB of RSS, 13 % of the bench's process tree (docs/PERFORMANCE.md, session 29). A factory is dropped from
+    ``SparkEnv``'s map as well as stopped, so the next query's planning (a restart, the bench's second query) gets
+    a fresh one, as the session's first query did; a factory with a worker in use (a query being planned right
+    now) is left alone. Spark keeps that map private, so it is reached by reflection; where that fails (another
+    Spark version) nothing is stopped and the reason is logged at DEBUG: this only gives memory back.
+    """
+    try:
+        jvm = spark.sparkContext._jvm
+        # fields only: py4j calling a method of SparkEnv looks up all its methods, and one of them names a protobuf
+        # class that is not on the driver's classpath (NoClassDefFoundError, and py4j loses the connection)
+        env = _field(jvm, "org.apache.spark.SparkEnv$", "env", _field(jvm, "org.apache.spark.SparkEnv$", "MODULE$"))
+        factories = _field(jvm, "org.apache.spark.SparkEnv", "pythonWorkers", env)   # a Scala mutable HashMap
+        as_java = jvm.scala.jdk.javaapi.CollectionConverters.asJava(factories)   # a view of it
+        stopped = 0
+        for key in list(as_java.keySet()):   # a copy: the map changes below
+            if key.workerModule() not in PLANNER_WORKER_MODULES:
+                continue
+            factory = as_java.get(key)
+            in_use = _field(jvm, "org.apache.spark.api.python.PythonWorkerFactory", "daemonWorkers", factory).size()
+            if factory.idleWorkers().size() != in_use:
+                continue   # a worker of it is busy: a query is being planned
+            as_java.remove(key)
+            factory.stop()
+            stopped += 1
+    except Exception as exc:  # noqa: BLE001 - py4j raises its own error types; memory only, never fatal
+        log.debug("planner workers not released: %s", exc)
+        return 0
+    if stopped:
+        log.info("stopped %d idle data-source planning worker pool(s)", stopped)
+    return stopped
+
+
+def _field(jvm: Any, class_name: str, name: str, obj: Any = None) -> Any:
+    """Field ``name`` of ``obj`` (None: a static field) of class ``class_name``, private or not (py4j, by reflection)."""
+    field = jvm.java.lang.Class.forName(class_name).getDeclaredField(name)
+    field.setAccessible(True)
+    return field.get(obj)

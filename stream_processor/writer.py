@@ -531,6 +531,10 @@ class GraphBatchWriter:
             self._first_call = False
             self._recover()               # batches a previous run staged and did not finish (module doc)
             self._publish_graph_async(None)  # committed batches a previous run did not publish (module doc)
+            # the query is planned and running: the driver's data-source planning workers idle from here on
+            from .session import release_planner_workers
+
+            release_planner_workers(df.sparkSession)
         self._write(df, int(batch_id), started)
 
     def _run_pass(self, step: str, df: Any, fn: Callable[[Iterator[Any]], Iterator[Any]],

@@ -1,0 +1,102 @@
+"""The driver's data-source planning workers are stopped once a query runs, and come back for the next query.
+
+Spark starts a Python worker pool (a ``pyspark.daemon`` and a worker) per planning step of a Python data source:
+looking sources up, creating one, planning its read. A running stream never uses them again; they held ~370 MB of
+the bench's process tree (docs/PERFORMANCE.md, session 29). ``release_planner_workers`` stops them; the writer
+calls it at a query's first micro-batch.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from schemas.codec import encode_single_object
+from stream_processor.session import PLANNER_WORKER_MODULES, release_planner_workers
+from stream_processor.testing import StreamHarness, produce, run_event, test_settings
+
+pytestmark = [pytest.mark.integration]
+
+
+def _planner_processes() -> list[int]:
+    """Pids of this machine's processes running a data-source planning worker module of this test's driver JVM."""
+    found = []
+    mine = os.getpid()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            words = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if any(w in PLANNER_WORKER_MODULES for w in words) and _descends_from(int(entry.name), mine):
+            found.append(int(entry.name))
+    return found
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return False
+    return False
+
+
+def _tiny_source(spark):
+    from pyspark.sql.datasource import DataSource, DataSourceReader
+
+    class Reader(DataSourceReader):
+        def read(self, partition):
+            yield (1,)
+            yield (2,)
+
+    class Tiny(DataSource):
+        @classmethod
+        def name(cls):
+            return "lineage_test_tiny"
+
+        def schema(self):
+            return "x int"
+
+        def reader(self, schema):
+            return Reader()
+
+    spark.dataSource.register(Tiny)
+    return lambda: spark.read.format("lineage_test_tiny").load().count()
+
+
+def test_release_stops_the_idle_planners_and_the_next_query_gets_new_ones(spark) -> None:
+    count = _tiny_source(spark)
+    assert count() == 2
+    assert _planner_processes(), "planning a Python data source read started no planner worker"
+    assert release_planner_workers(spark) >= 1
+    from tests.conftest import assert_eventually
+
+    assert_eventually(lambda: not _planner_processes(), timeout=10)
+    assert count() == 2                     # planned again, by fresh pools
+    assert _planner_processes()
+    assert release_planner_workers(spark) >= 1
+    assert_eventually(lambda: not _planner_processes(), timeout=10)
+
+
+def test_a_running_stream_holds_no_planner_workers(spark, kafka_bootstrap, topic_names, pg_dsn, tmp_path) -> None:
+    topic = topic_names["events"]
+    produce(kafka_bootstrap, topic, [(encode_single_object(run_event(job=f"j{i}")), None, None) for i in range(3)])
+    settings = test_settings(kafka_bootstrap, topic_names, pg_dsn, str(tmp_path / "ck"))
+    from tests.conftest import assert_eventually
+
+    with StreamHarness(spark, settings) as h:
+        h.drain()
+        assert h.total("staged") > 0
+        assert_eventually(lambda: not _planner_processes(), timeout=10)
+        produce(kafka_bootstrap, topic, [(encode_single_object(run_event(job="later")), None, None)])
+        h.drain()                           # the stream goes on without them
+    # a second query in the same session is planned again (fresh pools) and runs
+    with StreamHarness(spark, test_settings(kafka_bootstrap, topic_names, pg_dsn, str(tmp_path / "ck2"))) as h2:
+        h2.drain()
+        assert h2.total("consumed") >= 4
