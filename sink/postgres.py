@@ -61,7 +61,7 @@ from schemas.errors import EventValidationError, StoreError
 from schemas.identity import canonical_json
 
 from . import ids
-from .annotate import facts_from_row, quality_annotation
+from .annotate import annotation_values
 from .derive import STAGING_COLUMNS, BatchDeriver, GraphRows, _dumps
 from .fastjson import loads as _loads
 from .heap import frozen_heap
@@ -1027,24 +1027,22 @@ def _put(handoff: queue.Queue[Any], item: Any, stop: threading.Event) -> bool:
 
 
 def annotate_versions(inputs: Sequence[tuple[Any, ...]], window: float) -> list[dict[str, Any]]:
-    """``lineage_quality`` rows (dicts for ``MERGE_QUALITY``) of the :data:`QUALITY_INPUTS` rows (pure)."""
+    """``lineage_quality`` rows (dicts for ``MERGE_QUALITY``) of the :data:`QUALITY_INPUTS` rows (pure):
+    :func:`sink.annotate.quality_annotation` of each version against the previous one, through
+    :func:`sink.annotate.annotation_values` (the same figures, without building the two versions' facts)."""
     out = []
+    append = out.append
     for row in inputs:
-        (vid, node, etime, rc, nc, fields, assertions, nominal, has_prev, p_rc, p_nc, p_fields, p_as, p_time,
-         p_nominal, same_schema) = row
+        (vid, node, etime, rc, nc, fields, assertions, nominal, has_prev, p_rc, p_nc, p_fields, _p_as, _p_time,
+         _p_nominal, same_schema) = row
         if same_schema:   # schemas equal by hash: not fetched; any equal non-empty schema gives the same result
             fields = p_fields = _SAME_SCHEMA
-        current = facts_from_row({"row_count": rc, "null_counts": nc, "fields": fields, "assertions": assertions,
-                                  "event_time": etime, "nominal_end": nominal})
-        if not current.has_quality_input():
+        note = annotation_values(rc, nc, fields, assertions, etime, nominal, has_prev, p_rc, p_nc, p_fields, window)
+        if note is None:
             continue
-        previous = facts_from_row({"row_count": p_rc, "null_counts": p_nc, "fields": p_fields,
-                                   "assertions": p_as, "event_time": p_time, "nominal_end": p_nominal}) \
-            if has_prev else None
-        note = quality_annotation(current, previous, window)
-        out.append({"quality_id": ids.quality_id(vid), "node_id": node, "version_id": vid,
-                    "measured_at": etime.isoformat(), "metrics": note.metrics, "validations": note.validations,
-                    "anomalies": note.anomalies})
+        metrics, checks, found = note
+        append({"quality_id": ids.quality_id(vid), "node_id": node, "version_id": vid,
+                "measured_at": etime.isoformat(), "metrics": metrics, "validations": checks, "anomalies": found})
     return out
 
 

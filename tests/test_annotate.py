@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -91,3 +92,53 @@ def test_quality_annotation_bundles_metrics():
     assert note.metrics == {"completeness": pytest.approx(0.9), "accuracy": 1.0, "consistency": 1.0,
                             "timeliness": 1.0}
     assert note.anomalies == []
+
+
+def _random_version(rng, cols):
+    """Column values of one dataset version as ``QUALITY_INPUTS`` gives them, edge cases included."""
+    row_count = rng.choice([None, 0, -3, 1, 7, 100, 250_000])
+    null_counts = rng.choice([None, {}, "{}", {c: rng.choice([0, 1, 5, 60, 99, 400, -2]) for c in rng.sample(cols, 3)}])
+    if isinstance(null_counts, dict) and null_counts and rng.random() < 0.3:
+        null_counts = json.dumps(null_counts)   # text, as a loader without the jsonb hook hands it over
+    fields = rng.choice([None, [], [{"name": c, "type": rng.choice(["int", "text"])} for c in rng.sample(cols, 4)],
+                         [{"name": "a", "type": "int"}, {"name": "a", "type": "text"}]])
+    assertions = rng.choice([None, [], "[]", [
+        {"assertion": rng.choice(["not_null", "unique_id", "value_between", "email_pattern", "custom_rule", ""]),
+         "success": rng.choice([True, False, None]), "column": rng.choice([None, "a", ""]),
+         **({"failedCount": rng.choice([0, 3, "x"])} if rng.random() < 0.5 else {})}
+        for _ in range(rng.randint(1, 3))]])
+    event_time = T0 + timedelta(seconds=rng.randint(0, 7200))
+    nominal_end = rng.choice([None, T0, T0 + timedelta(seconds=3000), T0 + timedelta(seconds=9000)])
+    return row_count, null_counts, fields, assertions, event_time, nominal_end
+
+
+@pytest.mark.unit
+def test_annotation_values_equal_the_facts_path():
+    """The store's fast path (``annotation_values``, no VersionFacts) gives exactly what ``quality_annotation`` of
+    ``facts_from_row`` gives, for random versions with and without a previous one (and None where the version has
+    no quality input)."""
+    import random
+
+    from sink.annotate import annotation_values, facts_from_row
+
+    rng = random.Random(30)
+    cols = ["a", "b", "c", "d", "e"]
+    compared = annotated = 0
+    for _ in range(3000):
+        rc, nc, fields, assertions, etime, nominal = _random_version(rng, cols)
+        p_rc, p_nc, p_fields, p_as, p_time, p_nominal = _random_version(rng, cols)
+        has_prev = rng.random() < 0.8
+        window = rng.choice([3600.0, 0.0, 600.0])
+        current = facts_from_row({"row_count": rc, "null_counts": nc, "fields": fields, "assertions": assertions,
+                                  "event_time": etime, "nominal_end": nominal})
+        previous = facts_from_row({"row_count": p_rc, "null_counts": p_nc, "fields": p_fields, "assertions": p_as,
+                                   "event_time": p_time, "nominal_end": p_nominal}) if has_prev else None
+        got = annotation_values(rc, nc, fields, assertions, etime, nominal, has_prev, p_rc, p_nc, p_fields, window)
+        compared += 1
+        if not current.has_quality_input():
+            assert got is None
+            continue
+        want = quality_annotation(current, previous, window)
+        assert got == (want.metrics, want.validations, want.anomalies)
+        annotated += 1
+    assert annotated > 2000 and compared == 3000
