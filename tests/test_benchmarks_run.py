@@ -30,3 +30,15 @@ def test_serverless_benchmark_runs(script: str, args: list[str], expected: str) 
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"{script} exited {done.returncode}:\n{done.stderr[-3000:]}"
     assert expected in done.stdout, f"{script} printed no {expected!r}:\n{done.stdout[-3000:]}"
+
+
+@pytest.mark.integration
+def test_quality_annotate_bench_runs(pg_dsn: str) -> None:
+    """benchmarks/quality_annotate_bench.py against a fresh database of the test server: it captures the merges'
+    quality inputs and prints its figure."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "quality_annotate_bench.py"), "--events", "600",
+                           "--batch-size", "200", "--repeats", "2", "--postgres-dsn", pg_dsn], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"exited {done.returncode}:\n{done.stderr[-3000:]}"
+    assert "annotate_versions: median" in done.stdout and " quality rows" in done.stdout, done.stdout[-3000:]
