@@ -110,8 +110,23 @@ def _enriched_body(r: Mapping[str, Any]) -> bytes:
         + _long(int(source["offset"])),
         b"\x00" if subject is None else b"\x02" + _string(subject["namespace"]) + _string(subject["name"]),
         _optional_string(r.get("quality")), _optional_string(r.get("provenance")),
-        _long(_micros(r["processed_at"])),
+        _processed_at(r["processed_at"]),
     ))
+
+
+#: ``(time, its encoding)`` of the last ``processed_at`` encoded: the enrich step gives every record of a batch the
+#: same ``datetime`` object, so its ``timestamp-micros`` varint is worked out once a batch, not once a record.
+_LAST_PROCESSED: tuple[Any, bytes] = (None, b"")
+
+
+def _processed_at(t: datetime | int) -> bytes:
+    global _LAST_PROCESSED
+    last = _LAST_PROCESSED   # one read: another thread may replace it, never half of it
+    if last[0] is t and t is not None:
+        return last[1]
+    encoded = _long(_micros(t))
+    _LAST_PROCESSED = (t, encoded)
+    return encoded
 
 
 def _graph_change_body(r: Mapping[str, Any]) -> bytes:

@@ -46,6 +46,8 @@ from typing import Any
 
 import pandas as pd
 
+from sink.fastjson import loads as _loads  # orjson where it gives the json module's value
+
 __all__ = ["merge_parts", "RECOMBINED_SCHEMA", "RECOMBINED_PART", "group_key_column", "recombine_group",
            "recombine_self_parts_batch", "plain_rows_batch", "self_parts_batch", "self_group_key", "is_self_part",
            "part_doc", "recombined_row", "recombine_in_store", "groups_due", "SelfStep"]
@@ -95,7 +97,7 @@ def merge_parts(parts: list[dict[str, Any]]) -> dict[str, Any]:
     occurrence wins, parts ordered by ``(event_time, event_hash)``; other fields from the first part.
     """
     ordered = sorted(parts, key=lambda p: (p.get("event_time") or "", p["event_hash"]))
-    events = [json.loads(p["event_json"]) for p in ordered]
+    events = [_loads(p["event_json"]) for p in ordered]
     merged = dict(events[0])
     merged["outputs"] = _union([e.get("outputs") for e in events])
     merged["inputs"] = _union([e.get("inputs") for e in events])
@@ -246,7 +248,7 @@ def recombine_in_store(conn: Any, batch_id: int, quiet_seconds: float, ttl_secon
         if not done[0]:
             rows, keys, sizes = [], [], []
             for key, revision, emitted, docs in cur.execute(_DUE, params).fetchall():
-                parts = [json.loads(d) for d in docs]
+                parts = [_loads(d) for d in docs]
                 rows.append(recombined_row(parts, int(revision) + 1, len(parts) - int(emitted or 0)))
                 keys.append(key)
                 sizes.append(len(parts))

@@ -51,6 +51,16 @@ def test_enriched_records_as_fastavro_writes_them(seed: int) -> None:
         assert encode_enriched(record) == encode_record("enriched_record", record)
 
 
+def test_a_batch_shares_its_processed_at_and_the_next_gets_its_own() -> None:
+    """The enrich step gives a batch's records one ``processed_at`` object, encoded once (``_processed_at``): records
+    sharing it, then another time, then the first one again, are each written as fastavro writes them."""
+    rng = random.Random(30)
+    first, second = datetime(2026, 11, 29, 4, 0, tzinfo=UTC), datetime(2026, 11, 29, 4, 0, 1, 5, tzinfo=UTC)
+    for when in (first, first, second, second, first, 1_795_925_964_451_000):
+        record = {**_enriched(rng), "processed_at": when}
+        assert encode_enriched(record) == encode_record("enriched_record", record)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_graph_changes_as_fastavro_writes_them(seed: int) -> None:
     rng = random.Random(seed)
