@@ -32,7 +32,6 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.pg_value_probe import _backend_cpu, probe_server  # noqa: E402
-from benchmarks.store_write_bench import demo_events  # noqa: E402
 
 _COLUMNS = ("quality_id", "node_id", "version_id", "measured_at", "metrics", "validations", "anomalies")
 _DOCS = ("metrics", "validations", "anomalies")
@@ -53,28 +52,14 @@ def _statement(way: str) -> str:
 
 
 def _capture(dsn: str, events: int, batch_size: int) -> tuple[int, list[dict[str, Any]]]:
-    """Write the demo events; the last batch's id and the quality rows its merge computed."""
-    import sink.postgres as pg
+    """Write the demo events; the last batch's id and the quality rows its merge computed (its quality inputs, kept
+    by :func:`benchmarks.quality_annotate_bench.capture_inputs`, annotated as the merge annotates them)."""
+    from benchmarks.quality_annotate_bench import capture_inputs
+    from sink.postgres import annotate_versions
+    from sink.settings import StoreSettings
 
-    kept: list[list[dict[str, Any]]] = []
-    original = pg.annotate_versions
-
-    def keeping(inputs: Any, window: float) -> list[dict[str, Any]]:
-        out = original(inputs, window)
-        kept.append(out)
-        return out
-
-    pg.annotate_versions = keeping
-    try:
-        stored = demo_events(events)
-        with pg.GraphStore(dsn) as store:
-            store.migrate()
-            batch = 0
-            for batch, start in enumerate(range(0, len(stored), batch_size), start=1):
-                store.write_batch(batch, stored[start:start + batch_size])
-    finally:
-        pg.annotate_versions = original
-    return batch, kept[-1]
+    kept = capture_inputs(dsn, events, batch_size)
+    return len(kept), annotate_versions(kept[-1], StoreSettings(postgres_dsn=dsn).timeliness_window_seconds)
 
 
 def _write(conn: Any, way: str, batch: int, rows: list[dict[str, Any]]) -> tuple[float, float, list[Any]]:
