@@ -78,6 +78,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from schemas import textscan
 from schemas.errors import EventValidationError
 from schemas.identity import canonical_json
 from schemas.validate import normalise_event_time
@@ -148,12 +149,14 @@ _SENSITIVITY = (
 )
 
 
-def _event_text(stored: StoredEvent) -> str:
+def _event_text(stored: StoredEvent) -> tuple[str, int]:
     """``lineage_events.payload``: the canonical JSON text of the event (the text ``event_hash`` hashes),
-    taken from the caller when it has it, after :func:`check_storable`."""
+    taken from the caller when it has it, after :func:`check_storable`; and whether it names ``"_deleted"``
+    (:data:`schemas.textscan.DELETED`, found in the same scan)."""
     text = stored.text if stored.text is not None else canonical_json(stored.event)
-    check_storable(stored.event, text)
-    return text
+    flags = textscan.scan(text, _UNSTORABLE | textscan.DELETED)
+    check_storable(stored.event, text, flags)
+    return text, flags & textscan.DELETED
 
 
 def _obj(parent: Any, key: str) -> dict[str, Any]:
@@ -200,19 +203,24 @@ def _find_unstorable(value: Any, path: str) -> str | None:
     return None
 
 
-def check_storable(event: Mapping[str, Any], payload: str | None = None) -> None:
+#: The flags of :func:`schemas.textscan.scan` under which a text may hold what PostgreSQL cannot store.
+_UNSTORABLE = textscan.NUL | textscan.SURROGATE_ESCAPE | textscan.UNENCODABLE
+
+
+def check_storable(event: Mapping[str, Any], payload: str | None = None, flags: int | None = None) -> None:
     """Raise ``EventValidationError(code="validation.unstorable")`` for text PostgreSQL cannot hold.
 
     PostgreSQL ``text``/``jsonb`` cannot store U+0000 nor lone surrogates. Such events are rejected,
     not altered: the stored payload must be the event whose hash is its identity. ``payload`` (the
-    event's JSON text, if the caller has it) makes the common case a substring test.
+    event's JSON text, if the caller has it) makes the common case a scan of the text: no NUL, no ``\\u0000``,
+    no ``\\ud`` escape, no lone surrogate (:func:`schemas.textscan.scan`; ``flags``, the scan's flags of that text
+    when the caller has them, saves the scan). Otherwise, the event is walked.
     """
-    if payload is not None and "\\u0000" not in payload and "\x00" not in payload and "\\ud" not in payload:
-        try:
-            payload.encode("utf-8")
+    if payload is not None:
+        if flags is None:
+            flags = textscan.scan(payload, _UNSTORABLE)
+        if not flags & _UNSTORABLE:
             return
-        except UnicodeEncodeError:
-            pass
     where = _find_unstorable(event, "$")
     if where:
         raise EventValidationError(
@@ -662,8 +670,8 @@ class _Deriver:
     def event(self, stored: StoredEvent) -> None:
         event = stored.event
         self.aliases = dict(self.known_aliases)     # the event's own symlinks only (module doc)
-        payload = _event_text(stored)
-        self.may_delete = '"_deleted"' in payload
+        payload, deleted = _event_text(stored)
+        self.may_delete = bool(deleted)
         time = str(event.get("eventTime"))
         producer = event.get("producer")
         if producer:

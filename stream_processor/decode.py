@@ -189,9 +189,9 @@ def decode_record(value: bytes | None, headers: list[tuple[str, bytes | None]] |
     """The output rows (without source columns) for one Kafka message value and its headers."""
     from producers.chunking import chunk_rejection
     from schemas.codec import decode_message
-    from schemas.identity import canonical_json_hashed
+    from schemas.identity import canonical_json_scanned
     from schemas.validate import validate_openlineage_event
-    from sink.derive import check_storable
+    from sink.derive import _UNSTORABLE, check_storable
 
     chunk_error = chunk_rejection(headers)  # a chunk group the source gave up on, or an unassembled chunk
     if chunk_error is not None:
@@ -209,8 +209,8 @@ def decode_record(value: bytes | None, headers: list[tuple[str, bytes | None]] |
             has_self = _has_self(msg.document)
             event, facet_violations = validate_openlineage_event(
                 msg.document, msg.subject, msg.self_link, event_index=msg.event_index, event_count=msg.event_count)
-            text, digest = canonical_json_hashed(event)
-            check_storable(event, text)  # NUL / lone surrogates: to the DLQ here, not lost at the sink
+            text, digest, flags = canonical_json_scanned(event, _UNSTORABLE)
+            check_storable(event, text, flags)  # NUL / lone surrogates: to the DLQ here, not lost at the sink
             event_time = _event_time(event.get("eventTime"))
             job = event.get("job") or {}
             run = event.get("run") or {}
