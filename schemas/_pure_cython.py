@@ -12,6 +12,7 @@ from typing import Any
 
 compiled = False
 Py_ssize_t = int
+int = int  # noqa: A001 - Cython's name for a C int
 uchar = int
 p_uchar = bytes
 

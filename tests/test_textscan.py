@@ -111,3 +111,20 @@ def test_canonical_json_scanned_gives_the_flags_of_its_text() -> None:
                   {"big": 2**70}, {"plain": [1, 2, "three"]}):
         text, digest, flags = canonical_json_scanned(event)
         assert flags == scan_reference(text)
+
+
+def test_without_cython_the_module_runs_its_reference() -> None:
+    """An installation without Cython (the base package: producers, ``lineage emit``) imports the module through
+    schemas/_pure_cython.py and scans with the reference."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['cython'] = None\n"
+            "from schemas import textscan\n"
+            "assert not textscan.COMPILED and textscan.cython.__name__ == 'schemas._pure_cython'\n"
+            "print(textscan.scan('[1e16]'), textscan.scan(b'{\"_deleted\":true}'))\n")
+    env = {**os.environ, "LINEAGE_PURE_PYTHON": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert out.stdout.split() == [str(EXPONENT), str(DELETED)]
