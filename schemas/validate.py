@@ -88,6 +88,26 @@ def classify_event(doc: Any) -> str:
                                field="$")
 
 
+#: Calendar dates already checked (``(year, month, day)`` text -> valid), bounded: event times of a stream fall on few
+#: days, and hostile input cannot grow it past the bound.
+_DATES: dict[tuple[str, str, str], bool] = {}
+_DATES_MAX = 4096
+
+
+def _valid_date(y: str, mo: str, d: str) -> bool:
+    key = (y, mo, d)
+    ok = _DATES.get(key)
+    if ok is None:
+        try:
+            datetime(int(y), int(mo), int(d))
+            ok = True
+        except ValueError:
+            ok = False
+        if len(_DATES) < _DATES_MAX:
+            _DATES[key] = ok
+    return ok
+
+
 def normalise_event_time(value: Any, field: str = "eventTime") -> str:
     """ISO-8601 date-time with offset -> UTC ``YYYY-MM-DDTHH:MM:SS.ffffffZ``; EventValidationError otherwise."""
     if type(value) is not str:
@@ -98,6 +118,10 @@ def normalise_event_time(value: Any, field: str = "eventTime") -> str:
             raise _fail(field, f"{_short(value)} has no UTC offset (add Z or +hh:mm)", "validation.event_time")
         raise _fail(field, f"{_short(value)} is not an ISO-8601 date-time with offset", "validation.event_time")
     y, mo, d, h, mi, s, frac, z, sign, oh, om = m.groups()
+    if z and _valid_date(y, mo, d) and h < "24" and mi < "60" and s < "60":
+        # UTC already: the text from the matched digits (the regex has their widths; datetime's checks are the
+        # calendar date's, memoised, and the clock's ranges above), ~2x faster than building the datetime
+        return f"{y}-{mo}-{d}T{h}:{mi}:{s}.{(frac or '')[:6].ljust(6, '0')}Z"
     micro = int((frac or "0")[:6].ljust(6, "0"))
     try:
         if z:

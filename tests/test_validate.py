@@ -290,3 +290,45 @@ def test_empty_namespace_and_name_are_valid_as_in_the_spec() -> None:
                      "dataset": {"namespace": "", "name": ""}}
     assert validate_event(dataset_event)["dataset"] == {"namespace": "", "name": ""}
     fails(run_event(job={"namespace": "", "name": 7}), "job.name", "validation.type")
+
+
+def _times_by_datetime(value: str) -> str:
+    """The normalised text through datetime for every input (the UTC shortcut's oracle): the shortcut's memo of
+    calendar dates says no date is valid, so normalise_event_time takes its datetime path."""
+    import schemas.validate as validate
+
+    shortcut = validate._valid_date
+    validate._valid_date = lambda y, mo, d: False
+    try:
+        return normalise_event_time(value)
+    finally:
+        validate._valid_date = shortcut
+
+
+def _outcome(fn: Any, value: str) -> tuple[str, str]:
+    try:
+        return "ok", fn(value)
+    except EventValidationError as exc:
+        return "error", exc.code
+
+
+def test_the_utc_shortcut_writes_what_datetime_writes() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    two = st.integers(min_value=0, max_value=99).map(lambda n: f"{n:02d}")
+    times = st.builds(
+        lambda y, mo, d, sep, h, mi, s, frac, z: f"{y:04d}-{mo}-{d}{sep}{h}:{mi}:{s}{frac}{z}",
+        st.sampled_from([0, 1, 1900, 2000, 2023, 2024, 9999]), two, two, st.sampled_from(["T", "t", " "]), two, two,
+        two, st.sampled_from(["", ".", ".1", ".123", ".123456", ".1234567", ",5"]),
+        st.sampled_from(["Z", "z", "+00:00", "-05:30", ""]))
+
+    @settings(max_examples=500, deadline=None)
+    @given(times)
+    def check(value: str) -> None:
+        assert _outcome(normalise_event_time, value) == _outcome(_times_by_datetime, value)
+
+    check()
+    for value in ("2024-02-29T00:00:00Z", "2023-02-29T00:00:00Z", "0000-01-01T00:00:00Z", "2024-01-01T24:00:00Z",
+                  "2024-01-01T23:59:60Z", "2024-12-31T23:59:59.9999999Z"):
+        assert _outcome(normalise_event_time, value) == _outcome(_times_by_datetime, value), value
