@@ -94,7 +94,8 @@ def _scan_bytes(raw: bytes) -> int:
     # EXPONENT 8, TINY 16, WIDE 32, DELETED 64
     n = len(raw)
     p = raw
-    t = _CLASSES
+    classes = _CLASSES   # held by a local while the loop reads it through ``t``
+    t = classes
     flags = 0
     digits = 0
     for i in range(n):
