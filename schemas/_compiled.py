@@ -40,6 +40,7 @@ __all__ = ["COMPILED_MODULES", "ROOT", "build_dir", "source_path", "extension_pa
 #: most of the driver's.
 COMPILED_MODULES = (
     "schemas.codec", "schemas.validate", "schemas.identity", "schemas.fastjson", "schemas.textscan",
+    "schemas.envelope_reader",
     "sink.derive", "sink.postgres", "sink.annotate", "sink.annotations_lookup", "sink.ids",
     "stream_processor.decode", "stream_processor.avro_records", "stream_processor.publish",
     "stream_processor.enrich",
