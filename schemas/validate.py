@@ -118,9 +118,11 @@ def normalise_event_time(value: Any, field: str = "eventTime") -> str:
             raise _fail(field, f"{_short(value)} has no UTC offset (add Z or +hh:mm)", "validation.event_time")
         raise _fail(field, f"{_short(value)} is not an ISO-8601 date-time with offset", "validation.event_time")
     y, mo, d, h, mi, s, frac, z, sign, oh, om = m.groups()
-    if z and _valid_date(y, mo, d) and h < "24" and mi < "60" and s < "60":
-        # UTC already: the text from the matched digits (the regex has their widths; datetime's checks are the
-        # calendar date's, memoised, and the clock's ranges above), ~2x faster than building the datetime
+    if (z or (oh == "00" and om in (None, "00"))) and _valid_date(y, mo, d) and h < "24" and mi < "60" \
+            and s < "60":
+        # UTC already (Z, or a zero offset as Python's isoformat() writes it): the text from the matched digits (the
+        # regex has their widths; datetime's checks are the calendar date's, memoised, and the clock's ranges
+        # above), ~3x faster than building the datetime
         return f"{y}-{mo}-{d}T{h}:{mi}:{s}.{(frac or '')[:6].ljust(6, '0')}Z"
     micro = int((frac or "0")[:6].ljust(6, "0"))
     try:

@@ -321,7 +321,7 @@ def test_the_utc_shortcut_writes_what_datetime_writes() -> None:
         lambda y, mo, d, sep, h, mi, s, frac, z: f"{y:04d}-{mo}-{d}{sep}{h}:{mi}:{s}{frac}{z}",
         st.sampled_from([0, 1, 1900, 2000, 2023, 2024, 9999]), two, two, st.sampled_from(["T", "t", " "]), two, two,
         two, st.sampled_from(["", ".", ".1", ".123", ".123456", ".1234567", ",5"]),
-        st.sampled_from(["Z", "z", "+00:00", "-05:30", ""]))
+        st.sampled_from(["Z", "z", "+00:00", "-00:00", "+0000", "+00", "+00:30", "+01:00", "-05:30", "+24:00", ""]))
 
     @settings(max_examples=500, deadline=None)
     @given(times)
