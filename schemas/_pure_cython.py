@@ -15,6 +15,7 @@ compiled = False
 Py_ssize_t = int
 int = int  # noqa: A001 - Cython's name for a C int
 longlong = ulonglong = int
+bint = bool
 uchar = int
 p_uchar = bytes
 

@@ -78,64 +78,65 @@ def scan(data: str | bytes, want: int = ALL) -> int:
             raw = data.encode("utf-8", "surrogatepass")
     else:
         raw = bytes(data)
-    return (_scan_bytes(raw) | unencodable) & want
+    return (_scan_bytes(raw, (want & WIDE) != 0) | unencodable) & want
 
 
-#: Byte classes for the loop: 0 nothing to look at (most bytes), 1 a digit, 2 a byte that starts a flag wherever it
-#: is (NUL, backslash, "_"); "e" and "." matter only right after a digit, where the loop looks at them anyway.
-_CLASSES = bytes(1 if 48 <= b <= 57 else 2 if b in (0, 92, 95) else 0 for b in range(256))
+#: The bytes the loop stops at (1): where a flag's text starts (NUL, backslash, "_") or is anchored after a digit
+#: ("e" of an exponent, "." of 0.0000). Everything else, digits included, is passed over.
+_STOPS = bytes(1 if b in (0, 92, 95, 101, 46) else 0 for b in range(256))
 
 
 @cython.cfunc
-@cython.locals(n=cython.Py_ssize_t, i=cython.Py_ssize_t, j=cython.Py_ssize_t, digits=cython.Py_ssize_t,
-               p=cython.p_uchar, t=cython.p_uchar, c=cython.uchar, b=cython.uchar, k=cython.uchar, flags=cython.int)
-def _scan_bytes(raw: bytes) -> int:
+@cython.locals(n=cython.Py_ssize_t, i=cython.Py_ssize_t, j=cython.Py_ssize_t, run=cython.Py_ssize_t,
+               p=cython.p_uchar, t=cython.p_uchar, c=cython.uchar, b=cython.uchar, flags=cython.int,
+               wide=cython.bint)
+def _scan_bytes(raw: bytes, wide: bool = True) -> int:
     # flag values written as literals (module globals would be Python objects here): NUL 1, SURROGATE_ESCAPE 2,
     # EXPONENT 8, TINY 16, WIDE 32, DELETED 64
     n = len(raw)
     p = raw
-    classes = _CLASSES   # held by a local while the loop reads it through ``t``
-    t = classes
+    stops = _STOPS   # held by a local while the loop reads it through ``t``
+    t = stops
     flags = 0
-    digits = 0
     for i in range(n):
         c = p[i]
-        k = t[c]
-        if k == 1:
-            digits += 1
+        if t[c] == 0:
             continue
-        if digits:  # a run of digits ended at i
-            if digits >= 19:
-                flags |= 32
-            digits = 0
-            if c == 101:  # "e" after a digit, before a sign or digit, in a number token
-                if i + 1 < n:
-                    b = p[i + 1]
-                    if b == 43 or b == 45 or 48 <= b <= 57:
-                        j = i
-                        while j > 0 and (48 <= p[j - 1] <= 57 or p[j - 1] == 46 or p[j - 1] == 45):
-                            j -= 1
-                        if j == 0 or p[j - 1] == 58 or p[j - 1] == 44 or p[j - 1] == 91:
-                            flags |= 8
-            elif c == 46:  # "0.0000"
-                if p[i - 1] == 48 and i + 4 < n and p[i + 1] == 48 and p[i + 2] == 48 and p[i + 3] == 48 \
-                        and p[i + 4] == 48:
-                    flags |= 16
-        if k == 2:
-            if c == 0:
-                flags |= 1
-            elif c == 92:  # backslash: \u0000 or \ud
-                if i + 2 < n and p[i + 1] == 117:
-                    if p[i + 2] == 100:
-                        flags |= 2
-                    elif i + 5 < n and p[i + 2] == 48 and p[i + 3] == 48 and p[i + 4] == 48 and p[i + 5] == 48:
-                        flags |= 1
-            elif i >= 1 and i + 8 < n and p[i - 1] == 34 and p[i + 1] == 100 and p[i + 2] == 101 \
-                    and p[i + 3] == 108 and p[i + 4] == 101 and p[i + 5] == 116 and p[i + 6] == 101 and p[i + 7] == 100 \
-                    and p[i + 8] == 34:
-                flags |= 64  # '"_deleted"' (c is "_")
-    if digits >= 19:
-        flags |= 32
+        if c == 101:  # "e" after a digit, before a sign or digit, in a number token
+            if i >= 1 and i + 1 < n and 48 <= p[i - 1] <= 57:
+                b = p[i + 1]
+                if b == 43 or b == 45 or 48 <= b <= 57:
+                    j = i
+                    while j > 0 and (48 <= p[j - 1] <= 57 or p[j - 1] == 46 or p[j - 1] == 45):
+                        j -= 1
+                    if j == 0 or p[j - 1] == 58 or p[j - 1] == 44 or p[j - 1] == 91:
+                        flags |= 8
+        elif c == 46:  # "0.0000"
+            if i >= 1 and i + 4 < n and p[i - 1] == 48 and p[i + 1] == 48 and p[i + 2] == 48 and p[i + 3] == 48 \
+                    and p[i + 4] == 48:
+                flags |= 16
+        elif c == 0:
+            flags |= 1
+        elif c == 92:  # backslash: \u0000 or \ud
+            if i + 2 < n and p[i + 1] == 117:
+                if p[i + 2] == 100:
+                    flags |= 2
+                elif i + 5 < n and p[i + 2] == 48 and p[i + 3] == 48 and p[i + 4] == 48 and p[i + 5] == 48:
+                    flags |= 1
+        elif i >= 1 and i + 8 < n and p[i - 1] == 34 and p[i + 1] == 100 and p[i + 2] == 101 and p[i + 3] == 108 \
+                and p[i + 4] == 101 and p[i + 5] == 116 and p[i + 6] == 101 and p[i + 7] == 100 and p[i + 8] == 34:
+            flags |= 64  # '"_deleted"' (c is "_")
+    if wide:   # a second pass, only when asked: digits are frequent, and tracking their runs above doubles the loop
+        run = 0
+        for i in range(n):
+            c = p[i]
+            if 48 <= c <= 57:
+                run += 1
+                if run >= 19:
+                    flags |= 32
+                    break
+            else:
+                run = 0
     return flags
 
 
