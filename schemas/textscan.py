@@ -30,7 +30,7 @@ except ImportError:  # pragma: no cover - an installation without Cython runs th
     from schemas import _pure_cython as cython
 
 __all__ = ["NUL", "SURROGATE_ESCAPE", "UNENCODABLE", "EXPONENT", "TINY", "WIDE", "DELETED", "ALL", "COMPILED",
-           "scan", "scan_reference"]
+           "scan", "scan_reference", "utf8"]
 
 #: A NUL character (the byte 0) or the escape ``\u0000``.
 NUL = 1
@@ -69,16 +69,19 @@ def scan(data: str | bytes, want: int = ALL) -> int:
     are computed (:func:`scan_reference`)."""
     if not COMPILED:
         return scan_reference(data, want)
-    unencodable = 0
-    if isinstance(data, str):
-        try:
-            raw = data.encode("utf-8")
-        except UnicodeEncodeError:
-            unencodable = UNENCODABLE
-            raw = data.encode("utf-8", "surrogatepass")
-    else:
-        raw = bytes(data)
+    raw, unencodable = utf8(data)
     return (_scan_bytes(raw, (want & WIDE) != 0) | unencodable) & want
+
+
+def utf8(data: str | bytes) -> tuple[bytes, int]:
+    """``(the UTF-8 bytes of data, UNENCODABLE or 0)``: a ``str`` with a lone surrogate is encoded with
+    ``surrogatepass`` and flagged; ``bytes`` are taken as they are."""
+    if not isinstance(data, str):
+        return bytes(data), 0
+    try:
+        return data.encode("utf-8"), 0
+    except UnicodeEncodeError:
+        return data.encode("utf-8", "surrogatepass"), UNENCODABLE
 
 
 #: The bytes the loop stops at (1): where a flag's text starts (NUL, backslash, "_") or is anchored after a digit
@@ -150,14 +153,8 @@ def scan_reference(data: str | bytes, want: int = ALL) -> int:
             flags |= flag
     if not want & (UNENCODABLE | EXPONENT | TINY | WIDE):
         return flags
-    if is_text:
-        try:
-            raw = data.encode("utf-8")
-        except UnicodeEncodeError:
-            flags |= UNENCODABLE & want
-            raw = data.encode("utf-8", "surrogatepass")
-    else:
-        raw = bytes(data)
+    raw, unencodable = utf8(data)
+    flags |= unencodable & want
     if want & WIDE and _WIDE_MARK in raw.translate(_WIDE_TABLE):
         flags |= WIDE
     if want & TINY and b"0.0000" in raw:

@@ -9,7 +9,6 @@ every truncation of real messages, and random bytes.
 from __future__ import annotations
 
 import io
-import json
 import os
 import subprocess
 import sys
@@ -24,9 +23,10 @@ from hypothesis import strategies as st
 from schemas.avro import ENVELOPE, by_fingerprint, latest
 from schemas.codec import _read_envelope, encode_single_object
 from schemas.envelope_reader import READ_FOR, read_envelope
+from stream_processor.avro_records import _varint as long
+from tests.openlineage_fixtures import fixture_documents
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "tests" / "fixtures" / "openlineage"
 V2 = by_fingerprint(READ_FOR)
 
 
@@ -82,17 +82,12 @@ def test_generated_records_read_as_fastavro_reads_them(record: dict[str, Any]) -
 
 def _real_messages() -> list[bytes]:
     messages = []
-    for path in sorted(FIXTURES.rglob("*.json")):
-        try:
-            doc = json.loads(path.read_text())
-        except ValueError:
-            continue
-        for event in doc if isinstance(doc, list) else [doc]:
-            if isinstance(event, dict):
-                try:
-                    messages.append(encode_single_object(event))
-                except (TypeError, ValueError):
-                    continue
+    for doc in fixture_documents():
+        if isinstance(doc, dict):
+            try:
+                messages.append(encode_single_object(doc))
+            except (TypeError, ValueError):
+                continue
     return messages
 
 
@@ -109,15 +104,6 @@ def test_real_events_every_truncation_and_the_codec() -> None:
 def test_array_blocks_with_negative_counts() -> None:
     """Avro lets a writer give a block's byte size after a negative count; fastavro writes one block, other
     writers may not."""
-    def long(n: int) -> bytes:
-        z = (n << 1) ^ (n >> 63)
-        out = bytearray()
-        while z > 0x7F:
-            out.append((z & 0x7F) | 0x80)
-            z >>= 7
-        out.append(z)
-        return bytes(out)
-
     def string(s: str) -> bytes:
         raw = s.encode()
         return long(len(raw)) + raw

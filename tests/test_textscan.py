@@ -27,8 +27,7 @@ from schemas.textscan import (
     scan,
     scan_reference,
 )
-
-FIXTURES = Path(__file__).parent / "fixtures" / "openlineage"
+from tests.openlineage_fixtures import fixture_documents
 
 #: Pieces the generated texts are made of: what each flag looks for, its near misses, and ordinary text.
 _TOKENS = ["0", "1", "9", "0.0000", "0.000", ".", "-", "+", "e", "E", ":", ",", "[", "{", "]", "\"", "\\", "u", "d",
@@ -40,15 +39,7 @@ def _loop(data: str | bytes) -> int:
     """The loop's flags for ``data``: :func:`scan` when compiled, else the loop run as Python."""
     if textscan.COMPILED:
         return scan(data)
-    unencodable = 0
-    if isinstance(data, str):
-        try:
-            raw = data.encode("utf-8")
-        except UnicodeEncodeError:
-            unencodable = UNENCODABLE
-            raw = data.encode("utf-8", "surrogatepass")
-    else:
-        raw = data
+    raw, unencodable = textscan.utf8(data)
     return textscan._scan_bytes(raw) | unencodable
 
 
@@ -87,14 +78,10 @@ def test_each_flag_on_its_own() -> None:
 
 def _real_texts() -> list[str]:
     texts = []
-    for path in sorted(FIXTURES.rglob("*.json")):
-        try:
-            doc = json.loads(path.read_text())
-        except ValueError:
-            continue
-        for event in doc if isinstance(doc, list) else [doc]:
-            texts.append(json.dumps(event))
-            texts.append(canonical_json_scanned(event, 0)[0] if isinstance(event, dict) else json.dumps(event))
+    for doc in fixture_documents():
+        texts.append(json.dumps(doc))
+        if isinstance(doc, dict):
+            texts.append(canonical_json_scanned(doc, 0)[0])
     return texts
 
 
