@@ -53,8 +53,10 @@ class SparkMemorySettings(BaseSettings):
 
     #: ``LINEAGE_SPARK_DRIVER_MEMORY``: the driver JVM's heap (``spark.driver.memory``, ``-Xmx``; local mode
     #: runs every task in it). It holds Spark's plans, the dedupe's shuffle and the rows in flight of a batch of at
-    #: most ``max_offsets_per_trigger`` events (~1.4 kB each, packed): a few tens of MB at the default cap.
-    driver_memory: str = "1g"
+    #: most ``max_offsets_per_trigger`` events (~1.4 kB each, packed): a few tens of MB at the default cap. 640 MB
+    #: since session 31 (1 GB before): an hour's soak used at most ~180 MB of old generation and committed at most
+    #: ~410 MB, and with 1 GB G1 sometimes grew the heap to ~870 MB in a bench (docs/PERFORMANCE.md, sessions 29-31).
+    driver_memory: str = "640m"
     #: ``LINEAGE_SPARK_EXECUTOR_MEMORY``: each executor JVM's heap on a cluster (``spark.executor.memory``).
     executor_memory: str = "1g"
     #: ``LINEAGE_SPARK_ROCKSDB_MEMORY_MB``: one bound, in MB, for the block cache and write buffers of ALL the

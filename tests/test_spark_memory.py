@@ -12,7 +12,7 @@ from stream_processor.session import SparkMemorySettings, spark_master
 @pytest.mark.unit
 def test_memory_bounds_default_to_a_laptop_share_and_read_the_environment(monkeypatch):
     conf = SparkMemorySettings().spark_conf()
-    assert conf["spark.driver.memory"] == "1g"
+    assert conf["spark.driver.memory"] == "640m"
     assert conf["spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage"] == "true"
     assert conf["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"] == "256"
     assert conf["spark.python.factory.idleWorkerMaxPoolSize"] == "2"
