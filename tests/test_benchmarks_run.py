@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CASES = [
     ("codec_bench.py", ["--events", "20", "--seconds", "0.05"], "avro_decode_validate_hash_events_per_s"),
     ("derive_bench.py", ["--events", "100", "--repeats", "2"], "staging pass (derive + COPY text + keys)"),
+    ("decode_bench.py", ["--messages", "100", "--repeats", "2"], "decode_record: median"),
     ("validate_bench.py", ["--events", "100", "--repeats", "2"], "core+facets"),
 ]
 
