@@ -104,10 +104,26 @@ def unpack_row(packed: bytes) -> dict[str, Any]:
     return dict(zip(PACKED_COLUMNS, values, strict=True))
 
 
+def _column_values(column: Any) -> list[Any]:
+    """``column.to_pylist()``; a UTC ``timestamp[us]`` column's datetimes made from its microseconds (pyarrow's own
+    conversion looks the zone up for every value: ~2.5 of the ~2.9 µs a staged row's narrow columns took,
+    2026-11-29). The values are equal, in UTC (``datetime.UTC`` rather than ``ZoneInfo("UTC")``)."""
+    kind = column.type
+    if getattr(kind, "unit", None) == "us" and getattr(kind, "tz", None) in ("UTC", "+00:00"):
+        import pyarrow as pa
+
+        return [None if us is None else _EPOCH + timedelta(microseconds=us)
+                for us in column.cast(pa.int64()).to_pylist()]
+    return column.to_pylist()
+
+
 def full_rows(batch: Any) -> list[dict[str, Any]]:
     """The rows of an Arrow batch as dicts with every :data:`DECODED_SCHEMA` column (plus whatever else the
-    batch has, e.g. ``revision``), whether the batch is packed (``packed`` column) or wide."""
-    rows = batch.to_pylist()
+    batch has, e.g. ``revision``), whether the batch is packed (``packed`` column) or wide; the values
+    ``batch.to_pylist()`` gives, in its column order."""
+    names = batch.schema.names
+    rows = [dict(zip(names, values, strict=True))
+            for values in zip(*[_column_values(batch.column(i)) for i in range(batch.num_columns)], strict=True)]
     if "packed" in batch.schema.names:
         for row in rows:
             packed = row.pop("packed")

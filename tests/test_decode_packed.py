@@ -55,6 +55,25 @@ def test_full_rows_leaves_a_wide_batch_as_it_is():
     assert full_rows(batch) == batch.to_pylist()
 
 
+def test_full_rows_gives_to_pylists_values_in_its_order_timestamps_and_nulls_included():
+    """full_rows makes the UTC timestamps' datetimes itself (from their microseconds): the same instants, in UTC,
+    None for a null, keys in the batch's column order."""
+    import pyarrow as pa
+
+    stamps = [datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=UTC), None, datetime(1970, 1, 1, tzinfo=UTC),
+              datetime(2262, 1, 1, 23, 59, 59, 999999, tzinfo=UTC), datetime(1678, 1, 1, tzinfo=UTC)]
+    batch = pa.RecordBatch.from_pydict(
+        {"event_time": stamps, "status": ["ok", None, "ok", "ok", "rejected"], "n": [1, 2, None, 4, 5],
+         "naive": [datetime(2024, 1, 1)] * 5},
+        schema=pa.schema([("event_time", pa.timestamp("us", tz="UTC")), ("status", pa.string()), ("n", pa.int64()),
+                          ("naive", pa.timestamp("us"))]))
+    rows = full_rows(batch)
+    assert rows == batch.to_pylist() and [list(r) for r in rows] == [list(r) for r in batch.to_pylist()]
+    assert [r["event_time"] for r in rows] == stamps
+    assert all(r["event_time"] is None or r["event_time"].utcoffset().total_seconds() == 0 for r in rows)
+    assert rows[0]["naive"].tzinfo is None
+
+
 def test_a_naive_kafka_timestamp_is_read_as_utc():
     row = {name: None for name in PACKED_COLUMNS}
     row["kafka_timestamp"] = datetime(2024, 1, 2, 3, 4, 5, 6)
