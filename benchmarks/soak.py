@@ -24,7 +24,9 @@ messages/s for ``--duration-seconds``. Every ``--sample-seconds`` it samples:
   (Python processes running ``-m pyspark.*``: ``pyspark.daemon`` and its forked workers, the
   ``python_streaming_source_runner`` of the Python Kafka source), ``rss_other`` (anything else);
   RSS counts pages shared by forked workers once per process, so ``rss_workers`` overstates;
-- from ``http://127.0.0.1:P/metrics``: ``state_rows`` (``lineage_state_rows``), ``lag``
+- from ``http://127.0.0.1:P/metrics``: ``state_rows`` (``lineage_state_rows``), ``state_memory`` (MiB,
+  ``lineage_state_memory_bytes``: what the RocksDB state stores report holding, memtables and block cache, beside
+  ``rss_jvm_beyond_committed``, the JVM's memory NMT does not see), ``lag``
   (sum of ``lineage_consumer_lag_records`` over partitions), ``consumed``
   (``lineage_events_consumed_total``, summed) and ``batches`` (``lineage_batches_committed_total``).
 
@@ -81,7 +83,7 @@ __all__ = ["main", "run_soak", "classify_rss", "scrape_metrics", "verdicts", "GR
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1024 * 1024
 BOUNDED_SERIES = ("rss_jvm", "jvm_old_used", "jvm_heap_committed", "rss_jvm_beyond_heap", "jvm_committed",
-                  "rss_jvm_beyond_committed", "rss_driver_py", "rss_workers", "state_rows", "lag")
+                  "rss_jvm_beyond_committed", "rss_driver_py", "rss_workers", "state_rows", "state_memory", "lag")
 #: Native Memory Tracking for the processor's JVM (summary level: a few percent of the JVM's time), added to
 #: ``LINEAGE_SPARK_DRIVER_JAVA_OPTIONS`` (or to the default options when that is not set) so ``jvm_committed`` can
 #: be sampled; ``--no-nmt`` leaves the JVM's options as they are.
@@ -199,7 +201,8 @@ def jvm_committed(root_pid: int) -> float | None:
 
 
 def scrape_metrics(port: int, timeout_seconds: float = 5.0) -> dict[str, float] | None:
-    """The four processor metrics from its Prometheus endpoint; None when it does not answer."""
+    """The processor metrics the soak samples (``wanted``'s values; ``state_memory`` in MiB) from its Prometheus
+    endpoint; None when it does not answer."""
     from prometheus_client.parser import text_string_to_metric_families
 
     try:
@@ -207,13 +210,15 @@ def scrape_metrics(port: int, timeout_seconds: float = 5.0) -> dict[str, float] 
             text = resp.read().decode()
     except OSError:
         return None
-    wanted = {"lineage_state_rows": "state_rows", "lineage_consumer_lag_records": "lag",
+    wanted = {"lineage_state_rows": "state_rows", "lineage_state_memory_bytes": "state_memory",
+              "lineage_consumer_lag_records": "lag",
               "lineage_events_consumed_total": "consumed", "lineage_batches_committed_total": "batches"}
     values = dict.fromkeys(wanted.values(), 0.0)
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name in wanted:
                 values[wanted[sample.name]] += sample.value
+    values["state_memory"] = round(values["state_memory"] / 2**20, 1)
     return values
 
 
@@ -378,7 +383,7 @@ def run_soak(duration_seconds: float, rate: float, sample_seconds: float, work_d
                 row["jvm_committed"] = jvm_committed(proc.pid) if nmt else None
                 row["rss_jvm_beyond_committed"] = (None if row["jvm_committed"] is None
                                                    else round(row["rss_jvm"] - row["jvm_committed"], 1))
-                for key in ("state_rows", "lag", "consumed", "batches"):
+                for key in ("state_rows", "state_memory", "lag", "consumed", "batches"):
                     row[key] = metrics.get(key)
                 samples.append(row)
                 say("soak: " + " ".join(f"{k}={v}" for k, v in row.items()))
@@ -415,8 +420,8 @@ def run_soak(duration_seconds: float, rate: float, sample_seconds: float, work_d
 
 def print_report(result: dict[str, Any]) -> None:
     cols = ("t", "rss_jvm", "jvm_old_used", "jvm_heap_committed", "rss_jvm_beyond_heap", "jvm_committed",
-            "rss_jvm_beyond_committed", "rss_driver_py", "rss_workers", "rss_other", "workers", "state_rows", "lag",
-            "consumed", "batches")
+            "rss_jvm_beyond_committed", "rss_driver_py", "rss_workers", "rss_other", "workers", "state_rows",
+            "state_memory", "lag", "consumed", "batches")
     print("\nsamples (t in s, RSS in MiB)")
     print("  ".join(f"{c:>13}" for c in cols))
     for s in result.get("samples", []):

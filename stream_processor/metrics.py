@@ -57,6 +57,12 @@ class ProcessorMetrics:
         self.lag = Gauge("lineage_consumer_lag_records", "Records behind the log end", ["topic", "partition"],
                          registry=r)
         self.state_rows = Gauge("lineage_state_rows", "Rows in Spark state (all stateful operators)", registry=r)
+        self.state_memory = Gauge(
+            "lineage_state_memory_bytes", "Memory the state stores report using, summed over stateful operators "
+            "(Spark's memoryUsedBytes; RocksDB: memtables, table readers and block cache, the cache shared by all "
+            "stores of a JVM and bounded by LINEAGE_SPARK_ROCKSDB_MEMORY_MB)", registry=r)
+        self.state_disk = Gauge("lineage_state_sst_bytes", "Size of the RocksDB state stores' SST files on local "
+                                "disk, summed over stateful operators", registry=r)
         self.batches = Counter("lineage_batches_committed_total", "Micro-batches committed", registry=r)
         self.last_commit = Gauge("lineage_last_batch_commit_timestamp_seconds", "Unix time of the last commit",
                                  registry=r)
@@ -112,14 +118,19 @@ class ProcessorMetrics:
         self.input_rate.set(progress.inputRowsPerSecond or 0)
         self.processed_rate.set(progress.processedRowsPerSecond or 0)
         self.trigger_seconds.set((progress.durationMs or {}).get("triggerExecution", 0) / 1000)
-        state_rows = 0
+        state_rows = state_memory = state_disk = 0
         for op in progress.stateOperators or []:
             state_rows += op.numRowsTotal
-            dropped = (op.customMetrics or {}).get("numDroppedDuplicateRows", 0)
+            state_memory += getattr(op, "memoryUsedBytes", 0) or 0
+            custom = op.customMetrics or {}
+            state_disk += custom.get("rocksdbSstFileSize", 0) or 0
+            dropped = custom.get("numDroppedDuplicateRows", 0)
             if dropped:
                 self.duplicates.labels("state").inc(dropped)
                 self.totals["state_duplicates"] += dropped
         self.state_rows.set(state_rows)
+        self.state_memory.set(state_memory)
+        self.state_disk.set(state_disk)
         total_lag = 0
         for src in progress.sources or []:
             try:

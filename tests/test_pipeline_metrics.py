@@ -15,7 +15,8 @@ from stream_processor.writer import BatchReport
 
 class _Op:
     numRowsTotal = 7
-    customMetrics = {"numDroppedDuplicateRows": 2}
+    memoryUsedBytes = 4096
+    customMetrics = {"numDroppedDuplicateRows": 2, "rocksdbSstFileSize": 1234}
 
 
 class _Src:
@@ -57,6 +58,8 @@ def test_batch_report_and_progress_reach_the_endpoint():
     # commit at 3.0 s, records stamped in the 10 ms bucket starting at 1.000 s: latency 1.995 s
     assert samples[("lineage_end_to_end_latency_seconds_bucket", (("le", "2.0"),))] == 5
     assert samples[("lineage_state_rows", ())] == 7
+    assert samples[("lineage_state_memory_bytes", ())] == 4096
+    assert samples[("lineage_state_sst_bytes", ())] == 1234
     assert samples[("lineage_self_groups", (("state", "pending"),))] == 4   # gauges: the last batch's values
     assert samples[("lineage_self_groups", (("state", "held"),))] == 9
     assert m.status_line() == "events in 5, rejected 2, duplicates 3, batches 1, lag 2"
@@ -119,5 +122,6 @@ def test_listener_reads_progress_of_a_real_query(spark, tmp_path):
         spark.streams.removeListener(listener)
     assert m.totals["state_duplicates"] == 1
     assert m.state_rows._value.get() == 3
+    assert m.state_memory._value.get() > 0   # what the state store reports holding for those 3 rows
     assert m.batch_id._value.get() == query.lastProgress.batchId   # the last one (a no-data batch may follow)
     assert listener.last_progress_at > 0
