@@ -61,8 +61,12 @@ class SparkMemorySettings(BaseSettings):
     executor_memory: str = "1g"
     #: ``LINEAGE_SPARK_ROCKSDB_MEMORY_MB``: one bound, in MB, for the block cache and write buffers of ALL the
     #: RocksDB state stores of a JVM (``spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage``). Unbounded,
-    #: each store instance (two operators x ``shuffle_partitions``) has its own cache and memtables.
-    rocksdb_memory_mb: int = Field(default=256, gt=0)
+    #: each store instance (two operators x ``shuffle_partitions``) has its own cache and memtables. RocksDB fills
+    #: it over a long run, outside the JVM's heap and its Native Memory Tracking: in soaks at 100 events/s the
+    #: JVM's memory beyond what NMT tracks grew ~0.2 MB per micro-batch, to ~250 MB after 40 minutes at 256, and
+    #: stayed at ~30-40 MB at 16 (docs/PERFORMANCE.md, session 32). 64 since session 32 (256 before): the
+    #: dedupe's lookups are served from the OS page cache beyond it, at no cost the bench could see.
+    rocksdb_memory_mb: int = Field(default=64, gt=0)
     #: ``LINEAGE_SPARK_PYTHON_IDLE_WORKERS``: Python workers kept idle for reuse per JVM
     #: (``spark.python.factory.idleWorkerMaxPoolSize``); each holds ~100 MB (pandas, pyarrow, our modules).
     #: Busy workers are not limited by it: a local JVM runs at most its cores' tasks at once.

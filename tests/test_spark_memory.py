@@ -14,16 +14,16 @@ def test_memory_bounds_default_to_a_laptop_share_and_read_the_environment(monkey
     conf = SparkMemorySettings().spark_conf()
     assert conf["spark.driver.memory"] == "640m"
     assert conf["spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage"] == "true"
-    assert conf["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"] == "256"
+    assert conf["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"] == "64"
     assert conf["spark.python.factory.idleWorkerMaxPoolSize"] == "2"
     assert conf["spark.executorEnv.MALLOC_ARENA_MAX"] == "2"
     monkeypatch.setenv("LINEAGE_SPARK_DRIVER_MEMORY", "3g")
-    monkeypatch.setenv("LINEAGE_SPARK_ROCKSDB_MEMORY_MB", "64")
+    monkeypatch.setenv("LINEAGE_SPARK_ROCKSDB_MEMORY_MB", "256")
     monkeypatch.setenv("LINEAGE_SPARK_MALLOC_ARENA_MAX", "0")
     monkeypatch.setenv("LINEAGE_SPARK_MASTER", "local[1]")   # another component's variable: ignored here
     conf = SparkMemorySettings().spark_conf()
     assert conf["spark.driver.memory"] == "3g"
-    assert conf["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"] == "64"
+    assert conf["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"] == "256"
     assert "spark.executorEnv.MALLOC_ARENA_MAX" not in conf
     monkeypatch.setenv("LINEAGE_SPARK_ROCKSDB_MEMORY_MB", "0")
     with pytest.raises(ValueError, match="rocksdb_memory_mb"):
