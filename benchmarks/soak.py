@@ -218,7 +218,7 @@ def scrape_metrics(port: int, timeout_seconds: float = 5.0) -> dict[str, float] 
         for sample in family.samples:
             if sample.name in wanted:
                 values[wanted[sample.name]] += sample.value
-    values["state_memory"] = round(values["state_memory"] / 2**20, 1)
+    values["state_memory"] = round(values["state_memory"] / MIB, 1)
     return values
 
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["utc_micros_text"]
+__all__ = ["utc_micros_text", "is_utc_micros"]
+
+
+def is_utc_micros(arrow_type: Any) -> bool:
+    """Whether ``arrow_type`` is ``timestamp[us]`` in UTC (zone ``UTC`` or ``+00:00``): the columns whose values
+    this module's callers convert from their microseconds rather than through pyarrow's per-value zone look-up."""
+    return getattr(arrow_type, "unit", None) == "us" and getattr(arrow_type, "tz", None) in ("UTC", "+00:00")
 
 
 def utc_micros_text(column: Any, separator: str = " ") -> Any:

@@ -122,11 +122,11 @@ def payload_rows(table: Any) -> list[dict[str, Any]]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from sink.arrowtime import utc_micros_text
+    from sink.arrowtime import is_utc_micros, utc_micros_text
 
     columns = []
     for field, column in zip(table.schema, table.columns, strict=True):
-        if pa.types.is_timestamp(field.type) and field.type.unit == "us" and field.type.tz in ("UTC", "+00:00"):
+        if pa.types.is_timestamp(field.type) and is_utc_micros(field.type):
             text = pc.replace_substring_regex(utc_micros_text(column), pattern=r"\.000000$", replacement="")
             column = pc.binary_join_element_wise(text, pa.scalar("+00:00"), "")
         columns.append(column.to_pylist())   # other types (and other timestamps) as to_pylist gives them
