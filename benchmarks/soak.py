@@ -35,8 +35,9 @@ Verdict per series, over the samples at ``t`` in ``[0, T]`` (``T`` = last sample
 - ``slope``: least-squares slope over the second half (``t >= T/2``), in units per hour:
   ``slope = sum((t_i - t̄)(y_i - ȳ)) / sum((t_i - t̄)²)`` with ``t`` in hours;
 - for RSS, state rows and lag: **grows without bound** iff ``slope > 0`` AND
-  ``mean(y | t in [3T/4, T]) > 1.2 * mean(y | t in [T/4, T/2))`` (the last-quarter mean is more
-  than 20 % above the second-quarter mean), and for the lag only when that last-quarter mean is also more
+  ``mean(y | t in [3T/4, T]) > 1.2 * mean(y | t in [S, S + T/4))`` (the last-quarter mean is more than 20 % above
+  the reference quarter's), where ``S = min(max(T/4, 2 x dedupe window), T/2)``: the second quarter, or a later
+  one when the state and RocksDB's memory are still filling then (:data:`SETTLE_WINDOWS`), and for the lag only when that last-quarter mean is also more
   than :data:`LAG_FLOOR_SECONDS` of the offered rate (a lag of a few records is the batch in flight), and for
   ``rss_jvm_beyond_committed`` only when that mean is also above RocksDB's memory bound (what NMT does not see may
   fill up to it; the series starts near zero, where a 20 % rise is noise). Counters
@@ -90,12 +91,18 @@ BOUNDED_SERIES = ("rss_jvm", "jvm_old_used", "jvm_heap_committed", "rss_jvm_beyo
 NMT_OPTION = "-XX:NativeMemoryTracking=summary"
 COUNTER_SERIES = ("consumed", "batches")
 GROWTH_RULE = ("grows without bound := slope over the second half > 0 AND mean over the last quarter "
-               "[3T/4, T] > 1.2 x mean over the second quarter [T/4, T/2) (RSS, state rows, lag); for the lag, "
+               "[3T/4, T] > 1.2 x mean over the reference quarter [S, S + T/4), S = min(max(T/4, 2 x dedupe "
+               "window), T/2) (RSS, state rows, lag); for the lag, "
                "the last quarter's mean must also exceed 10 s of the offered rate, for the JVM's RSS beyond what it "
                "committed the RocksDB memory bound (LINEAGE_SPARK_ROCKSDB_MEMORY_MB)")
 #: A lag below this many seconds of the offered traffic is the batch in flight, not a backlog: a 25-minute soak at
 #: 200 msg/s (2026-11-26) had quarter means of 1.6 and 6.7 records (a 0-119 record jitter) and was called growing.
 LAG_FLOOR_SECONDS = 10.0
+#: The series fill for about this many dedupe windows (the state until its first evictions, RocksDB's memory until
+#: its budget): the verdict's reference quarter starts there (:func:`reference_window`). Session 32's 50-minute soak
+#: (window 600 s): the state levelled at t ~1,300 s, the stores' memory at ~1,170 s, and the rule's second quarter
+#: (750-1,500 s) still held the filling, so a level series was called growing.
+SETTLE_WINDOWS = 2.0
 
 
 def classify_rss(root_pid: int) -> dict[str, float]:
@@ -237,33 +244,44 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def reference_window(end: float, settle_seconds: float = 0.0) -> tuple[float, float]:
+    """The samples the last quarter is compared with (module doc): a quarter of the run, starting at ``T/4`` or, when
+    the series may still be filling then, at ``settle_seconds`` (at most at ``T/2``: the third quarter)."""
+    start = min(max(end / 4, settle_seconds), end / 2)
+    return start, start + end / 4
+
+
 def verdicts(samples: list[dict[str, Any]], lag_floor: float = 0.0,
-             native_floor: float = 0.0) -> dict[str, dict[str, Any]]:
+             native_floor: float = 0.0, settle_seconds: float = 0.0) -> dict[str, dict[str, Any]]:
     """Slope (units/hour, second half) and the growth verdict of every series (see the module doc); the lag grows
     only when its last quarter's mean is also above ``lag_floor`` records (:data:`LAG_FLOOR_SECONDS` of the rate),
     and ``rss_jvm_beyond_committed`` only when it is above ``native_floor`` MiB (the memory bound of what NMT does not
-    see, RocksDB's: a difference that starts near zero passes the 1.2x test on noise)."""
+    see, RocksDB's: a difference that starts near zero passes the 1.2x test on noise). ``settle_seconds``: until
+    then the series fill (the dedupe state until its window, RocksDB's memory until its budget): the reference
+    quarter starts there (:func:`reference_window`)."""
     if not samples:
         return {}
     end = samples[-1]["t"]
+    ref_from, ref_to = reference_window(end, settle_seconds)
     out: dict[str, dict[str, Any]] = {}
     for key in BOUNDED_SERIES + COUNTER_SERIES:
         pts = [(s["t"], float(s[key])) for s in samples if s.get(key) is not None]
         slope = _slope_per_hour([(t, y) for t, y in pts if t >= end / 2])
-        q2 = _mean([y for t, y in pts if end / 4 <= t < end / 2])
+        ref = _mean([y for t, y in pts if ref_from <= t < ref_to])
         q4 = _mean([y for t, y in pts if t >= 3 * end / 4])
         entry: dict[str, Any] = {"slope_per_hour": None if slope is None else round(slope, 2),
-                                 "q2_mean": None if q2 is None else round(q2, 2),
+                                 "ref_mean": None if ref is None else round(ref, 2),
+                                 "ref_window_s": [round(ref_from), round(ref_to)],
                                  "q4_mean": None if q4 is None else round(q4, 2)}
         if key in COUNTER_SERIES:
             entry["grows_without_bound"] = None
             entry["verdict"] = "counter (rate)"
-        elif slope is None or q2 is None or q4 is None:
+        elif slope is None or ref is None or q4 is None:
             entry["grows_without_bound"] = None
             entry["verdict"] = "too few samples"
         else:
             floor = {"lag": lag_floor, "rss_jvm_beyond_committed": native_floor}.get(key)
-            grows = slope > 0 and q4 > 1.2 * q2 and (floor is None or q4 > floor)
+            grows = slope > 0 and q4 > 1.2 * ref and (floor is None or q4 > floor)
             entry["grows_without_bound"] = grows
             entry["verdict"] = "GROWS WITHOUT BOUND" if grows else "bounded"
         out[key] = entry
@@ -401,7 +419,8 @@ def run_soak(duration_seconds: float, rate: float, sample_seconds: float, work_d
 
         native_floor = float(SparkMemorySettings().rocksdb_memory_mb)   # RocksDB's bound: what NMT does not see
         result.update(samples=samples, verdicts=verdicts(samples, lag_floor=rate * LAG_FLOOR_SECONDS,
-                                                         native_floor=native_floor),
+                                                         native_floor=native_floor,
+                                                         settle_seconds=SETTLE_WINDOWS * dedupe_window_seconds),
                       published={"messages": stats.messages, "events": stats.events,
                                  "seconds": round(stats.seconds, 1), "kinds": stats.kinds} if stats else None,
                       publish_error=stats_box.get("error"))
@@ -427,10 +446,10 @@ def print_report(result: dict[str, Any]) -> None:
     for s in result.get("samples", []):
         print("  ".join(f"{'-' if s.get(c) is None else s[c]:>13}" for c in cols))
     print(f"\nverdicts; rule: {result['rule']}")
-    print(f"{'series':>24}  {'slope/hour (2nd half)':>22}  {'Q2 mean':>12}  {'Q4 mean':>12}  verdict")
+    print(f"{'series':>24}  {'slope/hour (2nd half)':>22}  {'ref mean':>12}  {'Q4 mean':>12}  verdict")
     for key, v in result.get("verdicts", {}).items():
         slope = "-" if v["slope_per_hour"] is None else f"{v['slope_per_hour']:.2f}"
-        q2 = "-" if v["q2_mean"] is None else f"{v['q2_mean']:.2f}"
+        q2 = "-" if v["ref_mean"] is None else f"{v['ref_mean']:.2f}"
         q4 = "-" if v["q4_mean"] is None else f"{v['q4_mean']:.2f}"
         print(f"{key:>24}  {slope:>22}  {q2:>12}  {q4:>12}  {v['verdict']}")
     print(f"\npublished: {result.get('published')}; publish error: {result.get('publish_error')}; "

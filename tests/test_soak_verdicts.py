@@ -18,7 +18,7 @@ def test_a_lag_of_a_few_records_is_not_a_backlog() -> None:
     """The 25-minute soak of 2026-11-26: lag quarter means 1.6 and 6.7 records at 200 msg/s."""
     lag = [0.0] * 60 + [0.0, 119.0, 0.0, 67.0] * 10
     out = verdicts(_samples({"lag": lag}), lag_floor=200 * 10)
-    assert out["lag"]["q4_mean"] > 1.2 * out["lag"]["q2_mean"] and out["lag"]["slope_per_hour"] > 0
+    assert out["lag"]["q4_mean"] > 1.2 * out["lag"]["ref_mean"] and out["lag"]["slope_per_hour"] > 0
     assert out["lag"]["grows_without_bound"] is False
     assert verdicts(_samples({"lag": lag}))["lag"]["grows_without_bound"] is True   # without the floor
 
@@ -64,3 +64,19 @@ def test_native_memory_beyond_what_the_jvm_committed_grows_only_past_rocksdb_bou
     leak = [100.0 + 6 * i for i in range(100)]   # 100 -> 694 MiB: past the bound
     assert verdicts(_samples({"rss_jvm_beyond_committed": leak}), native_floor=256)[
         "rss_jvm_beyond_committed"]["grows_without_bound"] is True
+
+
+def test_a_series_still_filling_in_the_second_quarter_is_compared_after_it_settled() -> None:
+    """Session 32's 50-minute soak (dedupe window 600 s, samples every 30 s): the JVM's memory beyond what NMT sees
+    rose from ~60 to ~97 MiB until t ~2,000 s, then stayed level; the second quarter (750-1,500 s) held the rise."""
+    from benchmarks.soak import reference_window
+
+    filling = [60.0 + min(0.55 * i, 37.0) + (i % 3) for i in range(101)]   # 60 -> 97 MiB by t ~2,000 s, then level
+    samples = [{"t": 30.0 * i, "state_memory": y} for i, y in enumerate(filling)]
+    assert verdicts(samples)["state_memory"]["grows_without_bound"] is True          # the second quarter's rule
+    settled = verdicts(samples, settle_seconds=1200)["state_memory"]
+    assert settled["grows_without_bound"] is False and settled["ref_window_s"] == [1200, 1950]
+    assert reference_window(3000, 0) == (750, 1500) and reference_window(3000, 5000) == (1500, 2250)
+    leak = [{"t": 30.0 * i, "state_memory": 100.0 + 6 * i} for i in range(101)]     # linear growth: still caught
+    assert verdicts(leak, settle_seconds=1200)["state_memory"]["grows_without_bound"] is True
+    assert verdicts(leak, settle_seconds=10_000)["state_memory"]["grows_without_bound"] is True   # the third quarter
