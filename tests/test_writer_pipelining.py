@@ -39,17 +39,26 @@ def _stage(dsn: str, batch_id: int, jobs: list[str]) -> list[StoredEvent]:
     return events
 
 
-@pytest.mark.integration
-def test_a_staged_batch_left_by_a_crash_is_finished_first(kafka_bootstrap, topic_names, pg_dsn, tmp_path):
+def _marked(writer_class, kafka_bootstrap, topic_names, pg_dsn, tmp_path, batches: dict[int, list[str]]):
+    """A migrated writer of ``writer_class`` (Parquet in ``tmp_path``), with ``batches`` (batch id -> job names)
+    staged and marked: what a writer leaves when it has handed them to its finisher."""
     settings = test_settings(kafka_bootstrap, topic_names, pg_dsn, str(tmp_path / "ck"),
                              parquet_dir=str(tmp_path / "parquet"))
-    writer = GraphBatchWriter(settings)
+    writer = writer_class(settings)
     writer.store  # noqa: B018 - migrates
-    # what a writer leaves when its process dies after marking batches 3 and 4, before finishing them
-    _stage(pg_dsn, 3, ["crash_a", "crash_b"])
-    _stage(pg_dsn, 4, ["crash_c"])
+    for batch_id, jobs in batches.items():
+        _stage(pg_dsn, batch_id, jobs)
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute("INSERT INTO lineage_staged_batches (batch_id) VALUES (3), (4)")
+        conn.execute("INSERT INTO lineage_staged_batches (batch_id) SELECT unnest(%s::bigint[])", (list(batches),))
+    return writer
+
+
+@pytest.mark.integration
+def test_a_staged_batch_left_by_a_crash_is_finished_first(kafka_bootstrap, topic_names, pg_dsn, tmp_path):
+    # what a writer leaves when its process dies after marking batches 3 and 4, before finishing them
+    writer = _marked(GraphBatchWriter, kafka_bootstrap, topic_names, pg_dsn, tmp_path,
+                     {3: ["crash_a", "crash_b"], 4: ["crash_c"]})
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM lineage_events").fetchone()[0] == 0
 
     writer._recover()          # what the first call of the next run's writer does before staging
@@ -152,14 +161,8 @@ def test_the_next_merge_runs_beside_a_batch_s_export(kafka_bootstrap, topic_name
     """Batch 2 is merged while batch 1 is still being exported (the export thread), and both come out whole: each
     event's enriched record, with the provenance its batch's merge made, the graph topic, Parquet, nothing left
     staged or marked."""
-    settings = test_settings(kafka_bootstrap, topic_names, pg_dsn, str(tmp_path / "ck"),
-                             parquet_dir=str(tmp_path / "parquet"))
-    writer = _SlowExport(settings)
-    writer.store  # noqa: B018 - migrates
-    _stage(pg_dsn, 1, ["overlap_a", "overlap_b"])
-    _stage(pg_dsn, 2, ["overlap_c"])
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute("INSERT INTO lineage_staged_batches (batch_id) VALUES (1), (2)")
+    writer = _marked(_SlowExport, kafka_bootstrap, topic_names, pg_dsn, tmp_path,
+                     {1: ["overlap_a", "overlap_b"], 2: ["overlap_c"]})
     reports = []
     writer.on_batch = reports.append
     writer._hand_to_finisher(1, {}, time.time(), {})
