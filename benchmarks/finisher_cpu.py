@@ -5,12 +5,10 @@ samples of that process count a thread waiting in a C call (librdkafka's ``flush
 ``lineage bench`` in this process with the steps of :class:`stream_processor.writer.GraphBatchWriter` wrapped, and
 adds each call's thread CPU (``time.thread_time``: the calling thread only, waits excluded) and wall time per step:
 
-* ``merge_step``: a batch's part of the finishing on the finisher thread (the merge, the export's read, the enrich
-  step's reads); ``export_step``: its part on the export thread (the enriched records published, the Parquet write,
-  starting the graph publication, unmarking; session 33 split them: the next merge overlaps the export);
+* ``finish``: a batch's whole finishing on the finisher thread (the steps below but ``$self`` and the graph
+  publication, which run on threads of their own, plus the bookkeeping between them);
 * ``merge``: ``GraphStore.merge``, the client's side (issuing the statements, the quality annotations in Python);
-* ``enrich_read`` (:func:`stream_processor.enrich.gather`), ``enrich_publish``, ``changed_rows`` (the export's
-  read), ``parquet_write``, ``graph_publish``, ``recombine`` (`$self`);
+* ``enrich``, ``changed_rows`` (the export's read), ``parquet_write``, ``graph_publish``, ``recombine`` (`$self`);
 * ``stage_call``: ``foreachBatch``'s own thread (submitting the staging job, marking the batch).
 
 The default bench is ``--events 40000 --rate 1000 --latency-seconds 1`` (arguments after ``--`` replace it); the
@@ -35,11 +33,9 @@ DEFAULT_BENCH = ["--events", "40000", "--rate", "1000", "--latency-seconds", "1"
 
 #: ``(class path, method, step)`` wrapped.
 STEPS = (
-    ("stream_processor.writer.GraphBatchWriter", "_merge_step", "merge_step"),
-    ("stream_processor.writer.GraphBatchWriter", "_export_step", "export_step"),
+    ("stream_processor.writer.GraphBatchWriter", "_finish", "finish"),
     ("sink.postgres.GraphStore", "merge", "merge"),
-    ("stream_processor.writer.GraphBatchWriter", "_gather_enriched", "enrich_read"),
-    ("stream_processor.writer.GraphBatchWriter", "_publish_enriched", "enrich_publish"),
+    ("stream_processor.writer.GraphBatchWriter", "_enrich", "enrich"),
     ("stream_processor.writer.GraphBatchWriter", "_changed_rows", "changed_rows"),
     ("stream_processor.writer.GraphBatchWriter", "_write_parquet", "parquet_write"),
     ("stream_processor.writer.GraphBatchWriter", "_publish_graph", "graph_publish"),

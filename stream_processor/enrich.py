@@ -27,10 +27,9 @@ them: ``enriched``, ``enriched_chunked``, ``enriched_duplicates``, ``enriched_un
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["HANDOVER_SQL", "EVENT_TEXTS_SQL", "Gathered", "gather", "publish_gathered", "enrich_batch"]
+__all__ = ["HANDOVER_SQL", "EVENT_TEXTS_SQL", "enrich_batch"]
 
 #: The handed-over rows of a batch, in no order; an event hash staged by more than one part is kept once, from its
 #: lowest part, by :func:`_handed_over`. ``DISTINCT ON (event_hash) ... ORDER BY event_hash, part`` did that in the
@@ -54,56 +53,37 @@ def _handed_over(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return [(h, keys, key, record) for h, _part, keys, key, record in kept.values()]
 
 
-@dataclass
-class Gathered:
-    """What :func:`gather` read of a committed batch for its enriched records (:func:`publish_gathered` makes and
-    publishes them): ``keyed`` ``(keys, Kafka key, record, event text)`` of its new events, ``bare`` ``(Kafka key,
-    record)`` of the events the store could not derive, ``found`` their annotation documents, ``duplicates`` the
-    events an earlier batch stored (no second record)."""
+def enrich_batch(conn: Any, batch_id: int, publisher: Any, topic: str,
+                 bump: Callable[[str, int], None], payloads: Mapping[str, str] | None = None,
+                 known: Any = None) -> int:
+    """Publish the enriched records of committed batch ``batch_id`` (module doc) with ``publisher`` (a
+    :class:`~stream_processor.publish.RecordPublisher`) on ``conn`` (autocommit psycopg connection);
+    returns the records published. The handed-over rows are deleted only after delivery: a failure
+    leaves them for the re-run (records are at-least-once, with stable keys). ``payloads``: the texts of
+    the events new in the graph with this batch, by hash, when the caller has read them (the Parquet export's
+    ``lineage_events`` rows: ``first_batch_id = batch_id``, the same set), so they are not read twice. ``known``:
+    the annotation documents the caller has (:func:`sink.annotations_lookup.found_in_rows` of the export's
+    provenance and quality rows); the look-up reads only the others (rows an earlier batch changed last)."""
+    from datetime import UTC, datetime
 
-    batch_id: int
-    keyed: list[tuple[Any, Any, Any, str]] = field(default_factory=list)
-    bare: list[tuple[Any, Any]] = field(default_factory=list)
-    found: Any = None
-    duplicates: int = 0
+    from sink.annotations_lookup import annotations, dumps, keys_from_text, lookup
+    from sink.fastjson import loads
 
+    from .avro_records import encode_enriched
 
-def gather(conn: Any, batch_id: int, payloads: Mapping[str, str] | None = None, known: Any = None) -> Gathered:
-    """Steps 1 and 2 of the module doc: everything :func:`publish_gathered` needs from PostgreSQL for committed batch
-    ``batch_id``, read on ``conn`` right after its merge (the writer does this before it merges the next batch, so
-    the annotations are the graph's as of this batch's commit). ``payloads`` / ``known``: see :func:`enrich_batch`."""
-    from sink.annotations_lookup import keys_from_text, lookup
-
-    out = Gathered(int(batch_id))
+    keyed, bare = [], []   # (keys, Kafka key, record, event text) of new events; (Kafka key, record) of unstored
     if payloads is None:
         payloads = dict(conn.execute(EVENT_TEXTS_SQL, {"b": int(batch_id)}).fetchall())
     for event_hash, keys, key, record in _handed_over(conn.execute(HANDOVER_SQL, {"b": int(batch_id)}).fetchall()):
         payload = payloads.get(event_hash)
         if keys is None:
-            out.bare.append((key, record))
+            bare.append((key, record))
         elif payload is None:
-            out.duplicates += 1   # an earlier batch stored this event: no second record
+            bump("enriched_duplicates", 1)   # an earlier batch stored this event: no second record
         else:
-            out.keyed.append((keys_from_text(event_hash, keys), key, record, payload))
-    out.found = lookup(conn, batch_id, (), (p for k, *_ in out.keyed for p in k.provenance_ids),
-                       (o.quality_id for k, *_ in out.keyed for o in k.outputs), known)
-    return out
-
-
-def publish_gathered(conn: Any, gathered: Gathered, publisher: Any, topic: str,
-                     bump: Callable[[str, int], None]) -> int:
-    """Step 3 of the module doc: the records of ``gathered`` published and delivered, then the batch's handed-over
-    rows deleted on ``conn``; returns the records published."""
-    from datetime import UTC, datetime
-
-    from sink.annotations_lookup import annotations, dumps
-    from sink.fastjson import loads
-
-    from .avro_records import encode_enriched
-
-    if gathered.duplicates:
-        bump("enriched_duplicates", gathered.duplicates)
-    found = gathered.found
+            keyed.append((keys_from_text(event_hash, keys), key, record, payload))
+    found = lookup(conn, batch_id, (), (p for k, *_ in keyed for p in k.provenance_ids),
+                   (o.quality_id for k, *_ in keyed for o in k.outputs), known)
     processed_at = datetime.now(UTC)
     published = 0
 
@@ -115,31 +95,16 @@ def publish_gathered(conn: Any, gathered: Gathered, publisher: Any, topic: str,
             bump("enriched_chunked", 1)
         published += 1
 
-    for keys, key, record, payload in gathered.keyed:
+    for keys, key, record, payload in keyed:
         doc = loads(record)
         doc["event"] = payload
         quality, provenance = annotations(keys, found)
         publish(key, doc, dumps(quality), dumps(provenance))
-    for key, record in gathered.bare:
+    for key, record in bare:
         bump("enriched_unannotated", 1)
         publish(key, loads(record), None, None)
     if published:
         publisher.flush()
         bump("enriched", published)
-    conn.execute("DELETE FROM stg_event_keys WHERE batch_id = %s", (gathered.batch_id,))
+    conn.execute("DELETE FROM stg_event_keys WHERE batch_id = %s", (int(batch_id),))
     return published
-
-
-def enrich_batch(conn: Any, batch_id: int, publisher: Any, topic: str,
-                 bump: Callable[[str, int], None], payloads: Mapping[str, str] | None = None,
-                 known: Any = None) -> int:
-    """Publish the enriched records of committed batch ``batch_id`` (module doc) with ``publisher`` (a
-    :class:`~stream_processor.publish.RecordPublisher`) on ``conn`` (autocommit psycopg connection);
-    returns the records published: :func:`gather` then :func:`publish_gathered`. The handed-over rows are deleted
-    only after delivery: a failure leaves them for the re-run (records are at-least-once, with stable keys).
-    ``payloads``: the texts of the events new in the graph with this batch, by hash, when the caller has read them
-    (the Parquet export's ``lineage_events`` rows: ``first_batch_id = batch_id``, the same set), so they are not
-    read twice. ``known``: the annotation documents the caller has (:func:`sink.annotations_lookup.found_in_rows`
-    of the export's provenance and quality rows); the look-up reads only the others (rows an earlier batch changed
-    last)."""
-    return publish_gathered(conn, gather(conn, batch_id, payloads, known), publisher, topic, bump)

@@ -12,20 +12,15 @@ Per batch (one unit of work, keyed by ``batch_id``):
    twice); then, on the finisher thread while Spark goes on with the next batch (pipelining, below), once the step
    is done: ``GraphStore(dsn).merge(batch_id)`` (one transaction, a no-op for a batch already committed);
    the quality (WIA §4) and provenance (§3) annotations exist from here on;
-3. driver, on the finisher thread right after the merge (the store as N's commit left it): the rows the batch
-   changed (``sink.parquet.changed_rows``, read once) and what its enriched records need
-   (:func:`stream_processor.enrich.gather`: what the staging pass handed over in ``stg_event_keys``, the
-   annotation documents the changed rows do not carry); then the batch goes to the export thread;
-4. driver, on the export thread while the finisher merges the next batch: the enriched records, each with the
-   ``quality`` and ``provenance`` the graph held for its event at the batch's commit, to
-   ``openlineage.events.enriched`` (:func:`stream_processor.enrich.publish_gathered`); the changed rows to
-   Parquet, then the same rows as the batch's graph changes to ``openlineage.graph`` (key = row id; nodes,
-   edges, column edges and runs, :func:`graph_topic_tables`) on a background thread
-   (:meth:`GraphBatchWriter.flush_graph`); the batch unmarked;
+3. driver: the enriched records, each with the ``quality`` and ``provenance`` the graph now holds for its
+   event, to ``openlineage.events.enriched`` (:mod:`stream_processor.enrich`: from ``lineage_events`` and
+   what the staging pass handed over in ``stg_event_keys``, two statements and a producer);
+4. driver: the rows the batch changed (``sink.parquet.changed_rows``, read once) to Parquet, then the same rows as
+   the batch's graph changes to ``openlineage.graph`` (key = row id; nodes, edges, column edges and runs,
+   :func:`graph_topic_tables`) on a background thread
+   (:meth:`GraphBatchWriter.flush_graph`);
 5. metrics from the count rows and the :class:`~sink.model.BatchResult`; ``BatchReport.timings`` has
-   ``stage``, ``finish_wait``, ``recombine``, ``merge``, ``enrich`` (the read on the finisher thread and the
-   publication on the export thread), ``parquet`` (the read and the write), ``export_wait`` (a merged batch
-   waiting for the export thread), ``graph`` (seconds).
+   ``stage``, ``merge``, ``enrich``, ``parquet``, ``graph`` (seconds).
 
 Why after the merge (and not the enriched records from the staging pass): the annotations are computed by
 the merge - quality compares a dataset version with the previous version of the dataset, whichever batch it
@@ -36,18 +31,12 @@ keys, Kafka key and record (migration 010), the event text is ``lineage_events.p
 no longer persisted.
 
 Pipelining (migration 011): ``foreachBatch`` returns once batch N is staged and marked in
-``lineage_staged_batches``; steps 2-4 run on driver threads while Spark plans, reads, decodes and stages batch
-N+1: the finisher (its own PostgreSQL connection) merges N and reads what must be read as N's commit left the
-store (step 3), then hands N to the export thread (its own connection), which publishes and writes it (step 4)
-while the finisher merges N+1. Up to session 32 one thread did steps 2-4, and the next merge waited for the
-export: in ``lineage bench --events 40000`` the finisher's ~5.3 s per 10,000-event batch (merge ~2.9, enrich
-~0.9, Parquet ~1.1) was longer than Spark's staging (~4.6 s) and set the pace (docs/PERFORMANCE.md, session 33).
-Before marking N+2, ``foreachBatch`` waits for N's finishing (:data:`FINISH_DEPTH`: exported), so a
+``lineage_staged_batches``; steps 2-4 run on one finisher thread (its own PostgreSQL connection) while
+Spark plans, reads, decodes and stages batch N+1 - the database merges N on one core while the executors
+stage on the other. Before marking N+2, ``foreachBatch`` waits for N's finishing (:data:`FINISH_DEPTH`), so a
 failure there fails N+2 (not committed, re-run) and at most two batches are ever in flight; batches are
-merged and exported in order: once a batch's merge or export failed, no batch after it is exported (N+1 stays
-marked, merged or not), and the next run's recovery finishes them in order (a merged batch's merge is a no-op;
-its export reads the rows whose ``last_batch_id`` is still its own: a row N+1 changed again is exported with
-N+1). Spark
+merged in order: once a batch's finishing failed, the finisher runs none after it (N+1 stays marked), and the
+next run's recovery finishes them in order. Spark
 commits N's offsets when ``foreachBatch`` returns, before N is merged, so the staged rows are the only copy
 of N until then: the staging tables are LOGGED (011) and a writer's first call finishes, in order, every
 batch still marked (a crash, or a stop while PostgreSQL was down) before it stages anything. A batch marked
@@ -413,23 +402,6 @@ def graph_tables_of(changed: dict[str, Any] | None, settings: Any) -> dict[str, 
     return {name: changed[name] for name in graph_topic_tables(settings) if name in changed}
 
 
-@dataclass(eq=False)
-class _Merged:
-    """A merged batch on its way from the finisher thread to the export thread (module doc: pipelining): what its
-    :meth:`GraphBatchWriter._merge_step` made, for :meth:`GraphBatchWriter._export_step`."""
-
-    batch_id: int
-    counts: dict[tuple[str, str, str], int]
-    started: float
-    timings: dict[str, float]
-    report: bool
-    result: BatchResult
-    changed: dict[str, Any] | None
-    gathered: Any
-    #: the merge step's clock: started, `$self` step done, merged, changed rows read, enrich inputs read
-    times: tuple[float, ...] = ()
-
-
 class GraphBatchWriter:
     """The ``foreachBatch`` callable of the query (runs on the driver)."""
 
@@ -450,8 +422,6 @@ class GraphBatchWriter:
         self._finish_pool: Any = None
         self._self_store: Any = None       # the `$self` step's thread's own connection
         self._self_pool: Any = None
-        self._export_store: Any = None     # the export thread's own connection (enriched records, unmark)
-        self._export_pool: Any = None
         self._finish_futures: Any = None   # deque of the finisher's futures not yet seen done, oldest first
         self._finish_failed: int | None = None   # a batch whose finishing failed: the ones after it are not run
         self._graph_pool: Any = None
@@ -489,15 +459,11 @@ class GraphBatchWriter:
     def _reset_self_store(self) -> None:
         self._drop("_self_store")
 
-    def _reset_export_store(self) -> None:
-        self._drop("_export_store")
-
     def close(self) -> None:
         """Close the writer's PostgreSQL connections (after :meth:`drain`)."""
         self._reset_store()
         self._reset_finish_store()
         self._reset_self_store()
-        self._reset_export_store()
 
     @property
     def store(self) -> Any:
@@ -603,53 +569,26 @@ class GraphBatchWriter:
             from concurrent.futures import ThreadPoolExecutor
 
             self._finish_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lineage-finish")
-            self._export_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lineage-export")
             self._self_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lineage-self")
             self._finish_futures = deque()
-        from concurrent.futures import Future
-
         # the `$self` step of a batch runs on a thread of its own while the finisher merges the batch before it
         # (it only adds rows to this batch's staging); the finisher waits for it before this batch's merge
         step = self._self_pool.submit(self._recombine, batch_id, counts) if batch_id >= 0 else None
-        finished: Future[None] = Future()   # done when the export thread has finished the batch (or either failed)
-        self._finish_futures.append(finished)
-        self._finish_pool.submit(self._merge_in_order, batch_id, counts, started, timings, True, step, finished)
+        self._finish_futures.append(
+            self._finish_pool.submit(self._finish_in_order, batch_id, counts, started, timings, True, step))
 
-    def _refuse_after_failure(self, batch_id: int, finished: Any) -> bool:
-        """Fail ``finished`` and return True when an earlier batch's finishing failed: batches are merged and
-        exported in order, so the later ones stay marked for the next run's recovery, in order."""
-        if self._finish_failed is None:
-            return False
-        finished.set_exception(StoreError(
-            f"batch {batch_id} not finished: the finishing of batch {self._finish_failed} before it failed (both stay "
-            "staged; the next run finishes them in order)", code="store.finish"))
-        return True
-
-    def _merge_in_order(self, batch_id: int, counts: dict[tuple[str, str, str], int], started: float,
-                        timings: dict[str, float], report: bool, step: Any, finished: Any) -> None:
-        """:meth:`_merge_step` on the finisher thread, then the batch handed to the export thread; unless an earlier
-        batch's finishing failed (:meth:`_refuse_after_failure`)."""
-        if self._refuse_after_failure(batch_id, finished):
-            return
+    def _finish_in_order(self, batch_id: int, counts: dict[tuple[str, str, str], int], started: float,
+                         timings: dict[str, float], report: bool, step: Any = None) -> None:
+        """:meth:`_finish` on the finisher thread, unless an earlier batch's finishing failed: batches are merged in
+        order, so the later ones stay staged (and marked) for the next run's recovery, in order."""
+        if self._finish_failed is not None:
+            raise StoreError(f"batch {batch_id} not finished: the finishing of batch {self._finish_failed} before it "
+                             "failed (both stay staged; the next run finishes them in order)", code="store.finish")
         try:
-            merged = self._merge_step(batch_id, counts, started, timings, report, step)
-        except BaseException as exc:  # noqa: BLE001 - the batch's future carries it to every wait
+            self._finish(batch_id, counts, started, timings, report, step)
+        except BaseException:
             self._finish_failed = batch_id
-            finished.set_exception(exc)
-            return
-        self._export_pool.submit(self._export_in_order, merged, finished)
-
-    def _export_in_order(self, merged: _Merged, finished: Any) -> None:
-        """:meth:`_export_step` on the export thread; ``finished`` then carries its outcome."""
-        if self._refuse_after_failure(merged.batch_id, finished):
-            return
-        try:
-            self._export_step(merged)
-        except BaseException as exc:  # noqa: BLE001 - the batch's future carries it to every wait
-            self._finish_failed = merged.batch_id
-            finished.set_exception(exc)
-            return
-        finished.set_result(None)
+            raise
 
     def _self_groups_due(self) -> bool:
         """True when a `$self` group is due (recombine.py): an empty batch then carries its emission."""
@@ -697,24 +636,12 @@ class GraphBatchWriter:
     def finish_store(self) -> Any:
         return self._connected("_finish_store")
 
-    @property
-    def export_store(self) -> Any:
-        return self._connected("_export_store")
-
+    @_heap_apart
     def _finish(self, batch_id: int, counts: dict[tuple[str, str, str], int], started: float,
                 timings: dict[str, float], report: bool, step: Any = None) -> None:
-        """Finish staged batch ``batch_id`` inline: :meth:`_merge_step` then :meth:`_export_step` (the finisher
-        threads run them apart, module doc: pipelining). Idempotent: a batch finished before (merged, its records
-        published) is a no-op but for the Parquet export of its changed rows, which writes the same files again."""
-        self._export_step(self._merge_step(batch_id, counts, started, timings, report, step))
-
-    @_heap_apart
-    def _merge_step(self, batch_id: int, counts: dict[tuple[str, str, str], int], started: float,
-                    timings: dict[str, float], report: bool, step: Any = None) -> _Merged:
-        """The part of finishing ``batch_id`` that must see the store as this batch's commit left it, so it runs
-        before the next batch's merge (on the finisher thread): the `$self` step's result, the merge, the rows the
-        batch changed (read once: Parquet, the enriched records, the graph topic) and what its enriched records
-        need from PostgreSQL (:func:`stream_processor.enrich.gather`)."""
+        """Merge, enrich and export staged batch ``batch_id``, start its graph publication, unmark it and
+        report it. Idempotent: a batch finished before (merged, its records published) is a no-op but for
+        the Parquet export of its changed rows, which writes the same files again."""
         t0 = time.time()
         if step is not None:
             step.result()   # the batch's `$self` step, run beside the previous batch's finishing (a failure fails this)
@@ -726,40 +653,23 @@ class GraphBatchWriter:
         t2 = time.time()
         changed = self.retrier.call("export", lambda: self._changed_rows(batch_id))
         t3 = time.time()
-        gathered = (self.retrier.call("enrich", lambda: self._gather_enriched(batch_id, changed))
-                    if self.config.publish_enriched else None)
-        merged = _Merged(batch_id, counts, started, timings, report, result, changed, gathered)
-        merged.times = (t0, t1, t2, t3, time.time())
-        return merged
-
-    @_heap_apart
-    def _export_step(self, merged: _Merged) -> None:
-        """The rest of finishing a merged batch (on the export thread, while the finisher merges the next batch):
-        its enriched records published, its changed rows to Parquet, its graph publication started, the batch
-        unmarked and reported."""
-        batch_id, counts = merged.batch_id, merged.counts
-        t0, t1, t2, t3, t4 = merged.times
+        if self.config.publish_enriched:
+            self.retrier.call("enrich", lambda: self._enrich(batch_id, counts, changed))
+        t4 = time.time()
+        self.retrier.call("parquet", lambda: self._write_parquet(batch_id, changed))
         t5 = time.time()
-        if merged.gathered is not None:
-            self.retrier.call("enrich", lambda: self._publish_enriched(merged.gathered, counts),
-                              on_failure=self._reset_export_store)
-        merged.gathered = None
-        t6 = time.time()
-        self.retrier.call("parquet", lambda: self._write_parquet(batch_id, merged.changed))
-        t7 = time.time()
         # only the graph topic's tables outlive this call (the publication overlaps the next batch's finishing):
         # the events' texts, the provenance and quality documents are freed here
-        self._publish_graph_async(batch_id, graph_tables_of(merged.changed, self.settings))
-        merged.changed = None
-        self.retrier.call("unmark", lambda: self.export_store.conn.execute(
-            "DELETE FROM lineage_staged_batches WHERE batch_id = %s", (batch_id,)), on_failure=self._reset_export_store)
+        self._publish_graph_async(batch_id, graph_tables_of(changed, self.settings))
+        changed = None   # (the closures above share this binding)
+        self.retrier.call("unmark", lambda: self.finish_store.conn.execute(
+            "DELETE FROM lineage_staged_batches WHERE batch_id = %s", (batch_id,)), on_failure=self._reset_finish_store)
         now = time.time()
-        if merged.report and self.on_batch is not None:
-            self.on_batch(BatchReport(batch_id, merged.result, counts, committed_at=t2,
-                                      duration_seconds=now - merged.started, started_at=merged.started,
-                                      timings={**merged.timings, "recombine": t1 - t0, "merge": t2 - t1,
-                                               "enrich": (t4 - t3) + (t6 - t5), "parquet": (t3 - t2) + (t7 - t6),
-                                               "export_wait": t5 - t4, "graph": now - t7}))
+        if report and self.on_batch is not None:
+            self.on_batch(BatchReport(batch_id, result, counts, committed_at=t2, duration_seconds=now - started,
+                                      started_at=started,
+                                      timings={**timings, "recombine": t1 - t0, "merge": t2 - t1, "enrich": t4 - t3,
+                                               "parquet": (t3 - t2) + (t5 - t4), "graph": now - t5}))
 
     @property
     def self_store(self) -> Any:
@@ -792,24 +702,15 @@ class GraphBatchWriter:
             log.info("finishing batch %d, staged by an earlier run", batch_id)
             self._finish(batch_id, {}, time.time(), {}, False)
 
-    def _gather_enriched(self, batch_id: int, changed: dict[str, Any] | None) -> Any:
-        """What the enriched records of committed batch ``batch_id`` need from PostgreSQL (stream_processor/enrich.py,
-        :func:`~stream_processor.enrich.gather`), with the event texts and the annotation documents of the rows the
-        export read (``changed``) when it read them."""
+    def _enrich(self, batch_id: int, counts: dict[tuple[str, str, str], int], changed: dict[str, Any] | None = None
+                ) -> None:
+        """The enriched records of committed batch ``batch_id``, from PostgreSQL (stream_processor/enrich.py), with
+        the event texts and the annotation documents of the rows the export read (``changed``) when it read them.
+        Counted into ``counts`` only once it succeeded (a retried call starts over)."""
         from sink.annotations_lookup import found_in_rows
         from sink.settings import StoreSettings
 
-        from .enrich import gather
-
-        with _store_module().GraphStore.connect(StoreSettings(postgres_dsn=self.dsn)) as conn:
-            known = None if changed is None else found_in_rows(changed.get("lineage_provenance"),
-                                                               changed.get("lineage_quality"))
-            return gather(conn, batch_id, _event_texts(changed), known)
-
-    def _publish_enriched(self, gathered: Any, counts: dict[tuple[str, str, str], int]) -> None:
-        """Publish the enriched records :meth:`_gather_enriched` read. Counted into ``counts`` only once it succeeded
-        (a retried call starts over)."""
-        from .enrich import publish_gathered
+        from .enrich import enrich_batch
         from .publish import RecordPublisher
 
         done: dict[tuple[str, str, str], int] = {}
@@ -817,8 +718,11 @@ class GraphBatchWriter:
         def bump(metric: str, n: int) -> None:
             done[(metric, "", "")] = done.get((metric, "", ""), 0) + n
 
-        publish_gathered(self.export_store.conn, gathered, RecordPublisher.shared(self.config.kafka_conf),
-                         self.config.topic_enriched, bump)
+        with _store_module().GraphStore.connect(StoreSettings(postgres_dsn=self.dsn)) as conn:
+            known = None if changed is None else found_in_rows(changed.get("lineage_provenance"),
+                                                               changed.get("lineage_quality"))
+            enrich_batch(conn, batch_id, RecordPublisher.shared(self.config.kafka_conf), self.config.topic_enriched,
+                         bump, _event_texts(changed), known)
         for key, n in done.items():
             counts[key] = counts.get(key, 0) + n
 
