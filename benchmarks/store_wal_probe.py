@@ -34,10 +34,8 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.store_write_bench import _process_cpu, demo_events  # noqa: E402
 
-#: The staging tables migration 011 made LOGGED (and stg_event_keys, migration 010).
-STAGING_TABLES = ("stg_events", "stg_namespaces", "stg_datasets", "stg_dataset_versions", "stg_jobs",
-                  "stg_job_versions", "stg_runs", "stg_run_io", "stg_edges", "stg_column_lineage", "stg_provenance",
-                  "stg_event_keys")
+#: The staging tables migration 011 made LOGGED (the store's own list) and the enrich hand-over (migration 010).
+HANDOVER_TABLE = "stg_event_keys"
 
 _WAL_SQL = "SELECT wal_records, wal_fpi, wal_bytes FROM pg_stat_wal"
 _CHECKPOINTS_SQL = "SELECT num_timed + num_requested FROM pg_stat_checkpointer"
@@ -48,7 +46,7 @@ def probe(events: int, batch_size: int, unlogged: bool, settings: dict[str, str]
     from psycopg import sql
 
     from lineage.embedded.postgres import EmbeddedPostgres
-    from sink.postgres import GraphStore
+    from sink.postgres import STAGING_COLUMNS, GraphStore
 
     stored = demo_events(events + batch_size)
     with tempfile.TemporaryDirectory(prefix="store-wal-") as tmp:
@@ -65,7 +63,7 @@ def probe(events: int, batch_size: int, unlogged: bool, settings: dict[str, str]
             with GraphStore(server.dsn) as store:
                 store.migrate()
                 if unlogged:
-                    for table in STAGING_TABLES:
+                    for table in (*STAGING_COLUMNS, HANDOVER_TABLE):
                         store.conn.execute(sql.SQL("ALTER TABLE {} SET UNLOGGED").format(sql.Identifier(table)))
                 backend = store.conn.info.backend_pid
                 store.write_batch(0, stored[:batch_size])   # the warm-up batch: not counted
