@@ -15,7 +15,7 @@ import pytest
 
 from benchmarks.rss_by_process import tree_pids
 from schemas.codec import encode_single_object
-from stream_processor.session import PLANNER_WORKER_MODULES, release_planner_workers
+from stream_processor.session import PLANNER_WORKER_MODULES, _field, release_planner_workers
 from stream_processor.testing import StreamHarness, produce, run_event, test_settings
 from tests.conftest import assert_eventually
 
@@ -66,6 +66,34 @@ def test_release_stops_the_idle_planners_and_the_next_query_gets_new_ones(spark)
     assert_eventually(lambda: not _planner_processes(), timeout=10)
     assert count() == 2                     # planned again, by fresh pools
     assert _planner_processes()
+    assert release_planner_workers(spark) >= 1
+    assert_eventually(lambda: not _planner_processes(), timeout=10)
+
+
+def _stop_idle_planners_as_the_monitor_does(spark) -> list:
+    """What a factory's idle monitor does to a worker idle for a minute: off the idle queue, its channel closed, yet
+    still in the factory's worker map until the JVM collects it. Returns the stopped workers: holding them here keeps
+    them in that map (as a collection that has not run yet would), so the test does not depend on the JVM's GC."""
+    jvm = spark.sparkContext._jvm
+    env = _field(jvm, "org.apache.spark.SparkEnv$", "env", _field(jvm, "org.apache.spark.SparkEnv$", "MODULE$"))
+    factories = jvm.scala.jdk.javaapi.CollectionConverters.asJava(
+        _field(jvm, "org.apache.spark.SparkEnv", "pythonWorkers", env))
+    stopped = []
+    for key in list(factories.keySet()):
+        if key.workerModule() in PLANNER_WORKER_MODULES:
+            factory = factories.get(key)
+            stopped += list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(factory.idleWorkers()))
+            getattr(factory, "org$apache$spark$api$python$PythonWorkerFactory$$cleanupIdleWorkers")()
+    return stopped
+
+
+def test_a_pool_whose_idle_worker_the_monitor_stopped_is_still_released(spark) -> None:
+    count = _tiny_source(spark)
+    assert count() == 2
+    stopped = _stop_idle_planners_as_the_monitor_does(spark)
+    assert stopped, "no idle planner worker to stop"
+    assert not any(w.channel().isOpen() for w in stopped)
+    assert count() == 2                     # planned by new workers of the same pools
     assert release_planner_workers(spark) >= 1
     assert_eventually(lambda: not _planner_processes(), timeout=10)
 
