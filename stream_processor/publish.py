@@ -25,7 +25,7 @@ from schemas.errors import DeliveryError
 from sink.fastjson import dumps_compact, dumps_sorted
 
 __all__ = ["encode_record", "dead_letter", "enriched_record", "graph_change", "payload_rows", "RecordPublisher",
-           "decode_record"]
+           "close_shared_publishers", "decode_record"]
 
 SINGLE_OBJECT_MAGIC = b"\xc3\x01"
 
@@ -136,6 +136,21 @@ def payload_rows(table: Any) -> list[dict[str, Any]]:
 
 #: :meth:`RecordPublisher.shared`'s publishers, by configuration.
 _SHARED: dict[str, RecordPublisher] = {}
+
+
+def close_shared_publishers(timeout_seconds: float = 5.0) -> int:
+    """Deliver what the process's shared publishers (:meth:`RecordPublisher.shared`) hold, within ``timeout_seconds``
+    each, and drop them; returns how many were dropped. For a process whose broker is about to go away for good (a
+    test session's end): a dropped publisher's librdkafka handle is destroyed, where a kept one would go on
+    reconnecting to the gone broker, and logging each failed attempt, until the process exits."""
+    dropped = list(_SHARED.values())
+    _SHARED.clear()
+    for publisher in dropped:
+        try:
+            publisher._producer.flush(timeout_seconds)
+        except Exception:  # noqa: BLE001 - the publisher is dropped whatever its last deliveries did
+            pass
+    return len(dropped)
 
 
 class RecordPublisher:

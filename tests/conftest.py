@@ -69,6 +69,9 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         yield broker.bootstrap
     finally:
+        from stream_processor.publish import close_shared_publishers
+
+        close_shared_publishers()   # else their handles log every failed reconnect to the stopped broker until exit
         broker.stop()
 
 

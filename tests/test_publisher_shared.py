@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -89,3 +90,28 @@ def test_a_publisher_still_hears_of_client_errors() -> None:
     while not publisher._broken and __import__("time").monotonic() < deadline:
         publisher._producer.poll(0.2)
     assert publisher._broken
+
+
+@pytest.mark.integration
+def test_closing_the_shared_publishers_delivers_what_they_hold_and_drops_them(kafka_bootstrap: str,
+                                                                              topic_names: dict[str, str]) -> None:
+    from confluent_kafka import Consumer
+
+    from stream_processor.publish import close_shared_publishers
+
+    publisher = RecordPublisher.shared({"bootstrap.servers": kafka_bootstrap, "linger.ms": 60000})
+    publisher.publish(topic_names["dlq"], b"k", b"held until closed")   # lingers: nothing sent yet
+    assert close_shared_publishers() >= 1
+    assert RecordPublisher.shared({"bootstrap.servers": kafka_bootstrap, "linger.ms": 60000}) is not publisher
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": "close-shared", "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic_names["dlq"]])
+        got = []
+        deadline = time.monotonic() + 30
+        while not got and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and not message.error():
+                got.append(message.value())
+    finally:
+        consumer.close()
+    assert got == [b"held until closed"]
