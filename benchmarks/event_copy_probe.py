@@ -19,7 +19,6 @@ merge (``/proc``), median (range) of ``--rounds``. It prints figures and checks 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -30,7 +29,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.derive_bench import demo_events  # noqa: E402
-from benchmarks.pg_value_probe import _backend_cpu, probe_server  # noqa: E402
+from benchmarks.pg_value_probe import _backend_cpu, print_rounds, probe_server  # noqa: E402
 
 CHUNK = 250   # events per write, as GraphStore._derive_and_stage writes them (_STREAM_EVENTS)
 _TARGET = ("CREATE UNLOGGED TABLE probe_events (event_hash text PRIMARY KEY, event_kind text, event_type text, "
@@ -98,9 +97,7 @@ def main(argv: list[str] | None = None) -> int:
                 for step, value in _round(conn, rows, kind == "binary").items():
                     results.setdefault(kind, {}).setdefault(step, []).append(value)
     print(f"µs per event, median (range) of {ns.rounds} alternated rounds:")
-    for kind, steps in results.items():
-        print(f"  {kind:6s} " + "  ".join(f"{step} {statistics.median(v):5.1f} ({min(v):.1f}-{max(v):.1f})"
-                                         for step, v in steps.items()))
+    print_rounds(results)
     return 0
 
 

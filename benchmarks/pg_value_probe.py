@@ -135,6 +135,14 @@ def _summary(values: list[float]) -> str:
     return f"{statistics.median(values):5.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
+def print_rounds(results: dict[str, dict[str, list[float]]], width: int = 5) -> None:
+    """One line per variant of ``results`` (``{variant: {figure: [value per round]}}``): each figure's median
+    (range), one decimal."""
+    for variant, figures in results.items():
+        print(f"  {variant:6s} " + "  ".join(f"{name} {statistics.median(v):{width}.1f} ({min(v):.1f}-{max(v):.1f})"
+                                            for name, v in figures.items()))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=5000)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import statistics
 import sys
 import uuid
 from pathlib import Path
@@ -40,7 +39,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.derive_bench import demo_events  # noqa: E402
-from benchmarks.pg_value_probe import _backend_cpu, probe_server  # noqa: E402
+from benchmarks.pg_value_probe import _backend_cpu, print_rounds, probe_server  # noqa: E402
 
 _GRAPH_INDEXES = """
 CREATE INDEX ON probe_prov (node_id, event_time);
@@ -166,9 +165,7 @@ def main(argv: list[str] | None = None) -> int:
                     results.setdefault(layout, {}).setdefault(key, []).append(value)
     print(f"per event (backend CPU in µs, COPY bytes), and the tables' size; median (range) of {ns.rounds} alternated "
           "rounds:")
-    for layout, figures in results.items():
-        print(f"  {layout:6s} " + "  ".join(f"{k} {statistics.median(v):6.1f} ({min(v):.1f}-{max(v):.1f})"
-                                           for k, v in figures.items()))
+    print_rounds(results, width=6)
     return 0
 
 
