@@ -43,3 +43,21 @@ def test_quality_annotate_bench_runs(pg_dsn: str) -> None:
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"exited {done.returncode}:\n{done.stderr[-3000:]}"
     assert "annotate_versions: median" in done.stdout and " quality rows" in done.stdout, done.stdout[-3000:]
+
+
+@pytest.mark.integration
+def test_provenance_docs_probe_runs(pg_dsn: str) -> None:
+    """benchmarks/provenance_docs_probe.py against a fresh database of the test server: both layouts print their
+    figures, and the documents stored once make less COPY text and smaller tables (counted, not timed)."""
+    import re
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "provenance_docs_probe.py"), "--events", "1000",
+                           "--batches", "2", "--rounds", "1", "--postgres-dsn", pg_dsn], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"exited {done.returncode}:\n{done.stderr[-3000:]}"
+    figures = {m.group(1): (float(m.group(2)), float(m.group(3)))
+               for m in re.finditer(r"^\s+(inline|once)\s.*bytes\s+([\d.]+).*MB\s+([\d.]+)", done.stdout, re.M)}
+    assert set(figures) == {"inline", "once"}, done.stdout[-3000:]
+    assert figures["once"][0] < figures["inline"][0]
+    assert figures["once"][1] < figures["inline"][1]
