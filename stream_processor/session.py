@@ -246,8 +246,8 @@ def _busy_workers(jvm: Any, factory: Any) -> int:
 
     The factory's worker map is not that count: its idle monitor stops a worker idle for a minute (closes its
     channel) and takes it off the idle queue, but leaves it in the map until the JVM collects it. Comparing the
-    map's size with the idle queue's took such a stopped worker for a busy one, and then no pool of the session
-    was ever released (two failures of tests/test_planner_workers.py in CI, 2026-11-29).
+    map's size with the idle queue's took such a stopped worker for a busy one, and its pool was never released
+    (two failures of tests/test_planner_workers.py in CI, 2026-11-29, where every planning pool had one).
     """
     workers = _field(jvm, "org.apache.spark.api.python.PythonWorkerFactory", "daemonWorkers", factory)
     idle = jvm.scala.jdk.javaapi.CollectionConverters.asJava(factory.idleWorkers())
