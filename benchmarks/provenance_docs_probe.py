@@ -15,8 +15,8 @@ merge writes them, alternated round by round on one server (a fresh embedded Pos
 
 * **inline** (the store today): ``COPY`` of the rows into the staging table, then the provenance merge's
   ``INSERT ... SELECT DISTINCT ON ... ON CONFLICT DO NOTHING``;
-* **once**: the three documents replaced by ids (``uuid`` of a BLAKE2b-128 of the text), the batch's distinct
-  documents staged beside them and merged into a document table with ``ON CONFLICT DO NOTHING``.
+* **once**: the three documents replaced by ids (``sink.ids.node_uuid`` of the text, the store's uuid5), the
+  batch's distinct documents staged beside them and merged into a document table with ``ON CONFLICT DO NOTHING``.
 
 Per event, over the batches after the first: the backend's CPU for the ``COPY`` and for the merge (``/proc``), the
 COPY text's bytes, and the two tables' size with their indexes at the end. The client's work of the "once" layout
@@ -28,9 +28,7 @@ It prints figures and checks none.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -80,13 +78,10 @@ _MERGE_DOCS = """INSERT INTO probe_docs
     ON CONFLICT (doc_id) DO NOTHING"""
 
 
-def _doc_id(text: str) -> str:
-    return str(uuid.UUID(bytes=hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()))
-
-
 def _copy_data(batch_id: int, rows: list[tuple[Any, ...]], once: bool) -> tuple[list[str], list[str]]:
     """COPY text of the batch's provenance rows, and of its distinct documents (once)."""
     from sink.derive import STAGING_COLUMNS
+    from sink.ids import node_uuid
     from sink.postgres import copy_text
 
     prefix = f"{batch_id}\t0\t"
@@ -99,7 +94,7 @@ def _copy_data(batch_id: int, rows: list[tuple[Any, ...]], once: bool) -> tuple[
     for row in rows:
         values = list(row)
         for i in positions:
-            values[i] = docs.setdefault(values[i], _doc_id(values[i]))
+            values[i] = docs.setdefault(values[i], node_uuid("document", values[i]))
         slim.append(tuple(values))
     doc_rows = [(doc_id, text) for text, doc_id in docs.items()]
     return ([copy_text(prefix, slim[i:i + 2000]) for i in range(0, len(slim), 2000)],

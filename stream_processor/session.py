@@ -11,7 +11,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["build_spark_session", "DRIVER_JAVA_OPTIONS", "SparkMemorySettings", "spark_master", "limit_malloc_arenas",
-           "release_planner_workers", "PLANNER_WORKER_MODULES"]
+           "release_planner_workers", "python_worker_factories", "PLANNER_WORKER_MODULES"]
 
 log = logging.getLogger(__name__)
 
@@ -218,11 +218,7 @@ def release_planner_workers(spark: Any) -> int:
     """
     try:
         jvm = spark.sparkContext._jvm
-        # fields only: py4j calling a method of SparkEnv looks up all its methods, and one of them names a protobuf
-        # class that is not on the driver's classpath (NoClassDefFoundError, and py4j loses the connection)
-        env = _field(jvm, "org.apache.spark.SparkEnv$", "env", _field(jvm, "org.apache.spark.SparkEnv$", "MODULE$"))
-        factories = _field(jvm, "org.apache.spark.SparkEnv", "pythonWorkers", env)   # a Scala mutable HashMap
-        as_java = jvm.scala.jdk.javaapi.CollectionConverters.asJava(factories)   # a view of it
+        as_java = python_worker_factories(jvm)
         stopped = 0
         for key in list(as_java.keySet()):   # a copy: the map changes below
             if key.workerModule() not in PLANNER_WORKER_MODULES:
@@ -239,6 +235,16 @@ def release_planner_workers(spark: Any) -> int:
     if stopped:
         log.info("stopped %d idle data-source planning worker pool(s)", stopped)
     return stopped
+
+
+def python_worker_factories(jvm: Any) -> Any:
+    """``SparkEnv``'s Python worker factories by key, as a ``java.util.Map`` view of Spark's private Scala map (changes
+    to it change Spark's)."""
+    # fields only: py4j calling a method of SparkEnv looks up all its methods, and one of them names a protobuf
+    # class that is not on the driver's classpath (NoClassDefFoundError, and py4j loses the connection)
+    env = _field(jvm, "org.apache.spark.SparkEnv$", "env", _field(jvm, "org.apache.spark.SparkEnv$", "MODULE$"))
+    factories = _field(jvm, "org.apache.spark.SparkEnv", "pythonWorkers", env)   # a Scala mutable HashMap
+    return jvm.scala.jdk.javaapi.CollectionConverters.asJava(factories)
 
 
 def _busy_workers(jvm: Any, factory: Any) -> int:

@@ -15,7 +15,7 @@ import pytest
 
 from benchmarks.rss_by_process import tree_pids
 from schemas.codec import encode_single_object
-from stream_processor.session import PLANNER_WORKER_MODULES, _field, release_planner_workers
+from stream_processor.session import PLANNER_WORKER_MODULES, python_worker_factories, release_planner_workers
 from stream_processor.testing import StreamHarness, produce, run_event, test_settings
 from tests.conftest import assert_eventually
 
@@ -75,9 +75,7 @@ def _stop_idle_planners_as_the_monitor_does(spark) -> list:
     still in the factory's worker map until the JVM collects it. Returns the stopped workers: holding them here keeps
     them in that map (as a collection that has not run yet would), so the test does not depend on the JVM's GC."""
     jvm = spark.sparkContext._jvm
-    env = _field(jvm, "org.apache.spark.SparkEnv$", "env", _field(jvm, "org.apache.spark.SparkEnv$", "MODULE$"))
-    factories = jvm.scala.jdk.javaapi.CollectionConverters.asJava(
-        _field(jvm, "org.apache.spark.SparkEnv", "pythonWorkers", env))
+    factories = python_worker_factories(jvm)
     stopped = []
     for key in list(factories.keySet()):
         if key.workerModule() in PLANNER_WORKER_MODULES:
