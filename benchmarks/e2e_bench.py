@@ -32,6 +32,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import pickle
 import shutil
 import tempfile
 import threading
@@ -39,18 +40,30 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
-__all__ = ["run_bench", "BenchConfig", "latency_parts", "drain_batches"]
+from producers.settings import Compression, EmitterSettings
+
+__all__ = ["run_bench", "BenchConfig", "latency_parts", "drain_batches", "COMPRESSION", "COMPRESSIONS"]
+
+#: ``compression.type`` of the bench's producers: the producer library's default (producers/settings.py, chosen
+#: there by measurement), so the bench sends what a producer of this project sends. The embedded broker keeps the
+#: record batches as they arrive, in memory: 40,000 demo events held 171 MB of its RSS uncompressed and 37 MB as
+#: lz4 (docs/PERFORMANCE.md, session 35). ``--compression none`` sends them as before.
+COMPRESSION: str = EmitterSettings.model_fields["compression_type"].default
+COMPRESSIONS: tuple[str, ...] = get_args(Compression)
 
 
 class BenchConfig:
     def __init__(self, events: int = 20_000, rate: int = 2_000, latency_seconds: float = 20.0,
                  bootstrap: str | None = None, postgres_dsn: str | None = None, work_dir: str | None = None,
                  naive_sample: int = 2_000, status: Any = print, max_batch_events: int = 10_000,
-                 traffic: str = "demo") -> None:
+                 traffic: str = "demo", compression: str = COMPRESSION) -> None:
         if traffic not in TRAFFIC:
             raise ValueError(f"traffic must be one of {sorted(TRAFFIC)}, not {traffic!r}")
+        if compression not in COMPRESSIONS:
+            raise ValueError(f"compression must be one of {list(COMPRESSIONS)}, not {compression!r}")
+        self.compression = compression
         self.events, self.rate, self.latency_seconds = events, rate, latency_seconds
         self.traffic = traffic
         self.max_batch_events = max_batch_events
@@ -147,11 +160,12 @@ def _values(traffic: str, n: int) -> Iterator[tuple[bytes, list[tuple[str, bytes
 TRAFFIC = {"demo": _demo_values, "real": _real_values}
 
 
-def _produce(bootstrap: str, topic: str, values: Iterable[Any], rate: float | None = None) -> None:
+def _produce(bootstrap: str, topic: str, values: Iterable[Any], rate: float | None = None,
+             compression: str = COMPRESSION) -> None:
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 3,
-                         "queue.buffering.max.messages": 1_000_000})
+                         "queue.buffering.max.messages": 1_000_000, "compression.type": compression})
     started = time.monotonic()
     for i, (value, headers) in enumerate(values):
         if rate:
@@ -167,6 +181,32 @@ def _produce(bootstrap: str, topic: str, values: Iterable[Any], rate: float | No
         if i % 1000 == 0:
             producer.poll(0)
     producer.flush(60)
+
+
+def spool(values: Iterable[tuple[bytes, list[tuple[str, bytes]] | None]], path: Path) -> int:
+    """Write ``values`` (messages as :func:`_values` yields them) to ``path``; returns how many. The latency phase
+    encodes its messages before it sends them (encoding costs ~0.65 CPU-ms per demo event, more than the sending
+    loop can spare at its rate) and keeps them in a file, not in a list: at 2,000 events/s for 20 s the list held
+    ~180 MB of the bench's own process, whose tree the bench's peak RSS measures."""
+    count = 0
+    with open(path, "wb") as f:
+        pickler = pickle.Pickler(f, protocol=pickle.HIGHEST_PROTOCOL)
+        for item in values:
+            pickler.dump(item)
+            pickler.clear_memo()
+            count += 1
+    return count
+
+
+def unspool(path: Path) -> Iterator[tuple[bytes, list[tuple[str, bytes]] | None]]:
+    """The messages :func:`spool` wrote to ``path``, in order, one at a time."""
+    with open(path, "rb") as f:
+        unpickler = pickle.Unpickler(f)
+        while True:
+            try:
+                yield unpickler.load()
+            except EOFError:
+                return
 
 
 def _kafka_consume_rate(bootstrap: str, topic: str, n: int) -> float:
@@ -323,8 +363,8 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
         topics = {k: f"bench{suffix}.{k}" for k in ("events", "enriched", "graph", "dlq", "latency")}
         create_topics(bootstrap, topics.values(), partitions=3)
         say(f"producing {cfg.events} demo events")
-        _produce(bootstrap, topics["events"], _values(cfg.traffic, cfg.events))
-        results: dict[str, Any] = {"events": cfg.events, "traffic": cfg.traffic}
+        _produce(bootstrap, topics["events"], _values(cfg.traffic, cfg.events), compression=cfg.compression)
+        results: dict[str, Any] = {"events": cfg.events, "traffic": cfg.traffic, "compression": cfg.compression}
         results["kafka_consume_events_per_s"] = round(_kafka_consume_rate(bootstrap, topics["events"], cfg.events))
         results["pg_copy_rows_per_s"] = round(_pg_copy_rate(dsn, _values(cfg.traffic, cfg.events)))
         results["naive_events_per_s"] = round(_naive_rate(dsn, bootstrap, topics["events"], cfg.naive_sample), 1)
@@ -365,8 +405,10 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
         lat_reports: list[Any] = []
         stop = threading.Event()
         n_lat = int(cfg.rate * cfg.latency_seconds)
-        lat_values = list(_values(cfg.traffic, n_lat))   # encoded beforehand: generating costs ~0.65 CPU-ms per event
-        producer = threading.Thread(target=_produce, args=(bootstrap, topics["latency"], lat_values, cfg.rate))
+        n_lat = spool(_values(cfg.traffic, n_lat), work / "latency-messages")   # encoded beforehand (spool's doc)
+        producer = threading.Thread(target=_produce, args=(bootstrap, topics["latency"],
+                                                           unspool(work / "latency-messages"), cfg.rate,
+                                                           cfg.compression))
         lat_settings = settings(topics["latency"], "latency")
         runner = threading.Thread(target=run_processor, kwargs={
             "settings": lat_settings, "on_batch": lat_reports.append, "stop_event": stop})

@@ -77,3 +77,29 @@ def test_drain_batches_list_each_batch_from_the_sustained_windows_start() -> Non
     assert rows[1] == {"batch_id": 1, "consumed": 5000, "staged": 41000, "recombined": 0, "counted": True,
                        "started_s": -0.5, "merged_s": 2.25, "timings_s": {"stage": 1.235, "merge": 0.5}}
     assert drain_batches([]) == []
+
+
+@pytest.mark.unit
+def test_latency_messages_spooled_to_a_file_come_back_in_order(tmp_path) -> None:
+    from benchmarks.e2e_bench import _demo_values, spool, unspool
+
+    messages = list(_demo_values(300))
+    assert any(headers for _value, headers in messages)      # `$self` parts travel with their subject header
+    assert spool(iter(messages), tmp_path / "m") == 300
+    assert list(unspool(tmp_path / "m")) == messages
+    assert spool(iter(()), tmp_path / "empty") == 0 and list(unspool(tmp_path / "empty")) == []
+
+
+@pytest.mark.unit
+def test_bench_producers_compress_as_the_producer_library_does() -> None:
+    from typing import get_args
+
+    from benchmarks.e2e_bench import COMPRESSION, COMPRESSIONS, BenchConfig
+    from lineage.commands import bench
+    from producers.settings import Compression, EmitterSettings
+
+    assert COMPRESSION == bench.COMPRESSION == EmitterSettings.model_fields["compression_type"].default == "lz4"
+    assert COMPRESSIONS == bench.COMPRESSIONS == get_args(Compression)
+    assert BenchConfig().compression == "lz4" and BenchConfig(compression="none").compression == "none"
+    with pytest.raises(ValueError, match="compression"):
+        BenchConfig(compression="brotli")

@@ -10,6 +10,11 @@ from typing import Any
 
 from .common import env_default
 
+#: The producer library's compression choices and default (producers/settings.py, not imported by the CLI's start-up;
+#: tests/test_bench_traffic.py keeps them equal), which the bench's producers use (benchmarks/e2e_bench.py).
+COMPRESSION = "lz4"
+COMPRESSIONS = ("none", "lz4", "snappy", "gzip", "zstd")
+
 __all__ = ["register", "run"]
 
 
@@ -24,6 +29,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--traffic", choices=("demo", "real"), default="demo",
                    help="demo: the demo generator; real: the Spark, dbt, Flink and Hive fixtures of "
                         "tests/fixtures/openlineage/integrations replayed with fresh run ids (source checkout)")
+    p.add_argument("--compression", choices=COMPRESSIONS, default=COMPRESSION,
+                   help="compression.type of the bench's producers (default: the producer library's, %(default)s); "
+                        "the embedded broker keeps the batches as sent, in memory")
     p.add_argument("--bootstrap-servers", default=env_default("--bootstrap-servers"),
                    help="an existing Kafka (default: an embedded broker)")
     p.add_argument("--postgres-dsn", default=env_default("--postgres-dsn"),
@@ -40,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
 
     results = run_bench(BenchConfig(events=args.events, rate=args.rate, latency_seconds=args.latency_seconds,
                                     max_batch_events=args.max_batch_events, traffic=args.traffic,
+                                    compression=args.compression,
                                     bootstrap=args.bootstrap_servers, postgres_dsn=args.postgres_dsn,
                                     status=lambda line: print(line, file=sys.stderr, flush=True)))
     text = json.dumps(results, indent=2)
