@@ -432,6 +432,9 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
     finally:
         sampler.stop.set()
         if broker is not None:
+            from stream_processor.publish import close_shared_publishers
+
+            close_shared_publishers()   # else their librdkafka handles log reconnects to the stopped broker until exit
             broker.stop()
         if pg is not None:
             pg.stop()
