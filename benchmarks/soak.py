@@ -17,6 +17,7 @@ messages/s for ``--duration-seconds``. Every ``--sample-seconds`` it samples:
   ``--no-nmt`` leaves it off), and its RSS beyond that: memory the JVM does not account for (RocksDB's and other
   native libraries' own allocations). RSS rising below ``jvm_committed`` is the JVM touching memory it had committed
   (session 19: 535 -> 737 MB under a committed 745 -> 775 MB in 15 minutes), not a leak;
+  ``jvm_committed_beyond_heap``: what it committed beyond the heap (metaspace, code, threads, GC, direct buffers);
 - ``jvm_old_used``: the Spark driver JVM's old-generation heap in use (MiB, ``jstat -gc``): the JVM's RSS
   grows towards ``-Xmx`` by itself, a leak shows here;
 - RSS (MiB) of the processor's process tree, split by command line: ``rss_jvm`` (java: the Spark
@@ -40,7 +41,10 @@ Verdict per series, over the samples at ``t`` in ``[0, T]`` (``T`` = last sample
   one when the state and RocksDB's memory are still filling then (:data:`SETTLE_WINDOWS`), and for the lag only when that last-quarter mean is also more
   than :data:`LAG_FLOOR_SECONDS` of the offered rate (a lag of a few records is the batch in flight), and for
   ``rss_jvm_beyond_committed`` only when that mean is also above RocksDB's memory bound (what NMT does not see may
-  fill up to it; the series starts near zero, where a 20 % rise is noise). Counters
+  fill up to it; the series starts near zero, where a 20 % rise is noise); the committed heap never above
+  ``-Xmx`` (``LINEAGE_SPARK_DRIVER_MEMORY``) is bounded by it (G1 sizes it within the cap), and ``jvm_committed``
+  is bounded when that heap and ``jvm_committed_beyond_heap`` are (session 34's hour: heap 293 -> 418 MiB of 640,
+  called growing before). Counters
   (consumed, batches) only report their slope (their rate), they are expected to grow.
 
 Short runs: the processor's dedupe state is evicted only after ``--dedupe-window-seconds``
@@ -84,7 +88,8 @@ __all__ = ["main", "run_soak", "classify_rss", "scrape_metrics", "verdicts", "GR
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1024 * 1024
 BOUNDED_SERIES = ("rss_jvm", "jvm_old_used", "jvm_heap_committed", "rss_jvm_beyond_heap", "jvm_committed",
-                  "rss_jvm_beyond_committed", "rss_driver_py", "rss_workers", "state_rows", "state_memory", "lag")
+                  "jvm_committed_beyond_heap", "rss_jvm_beyond_committed", "rss_driver_py", "rss_workers",
+                  "state_rows", "state_memory", "lag")
 #: Native Memory Tracking for the processor's JVM (summary level: a few percent of the JVM's time), added to
 #: ``LINEAGE_SPARK_DRIVER_JAVA_OPTIONS`` (or to the default options when that is not set) so ``jvm_committed`` can
 #: be sampled; ``--no-nmt`` leaves the JVM's options as they are.
@@ -94,7 +99,8 @@ GROWTH_RULE = ("grows without bound := slope over the second half > 0 AND mean o
                "[3T/4, T] > 1.2 x mean over the reference quarter [S, S + T/4), S = min(max(T/4, 2 x dedupe "
                "window), T/2) (RSS, state rows, lag); for the lag, "
                "the last quarter's mean must also exceed 10 s of the offered rate, for the JVM's RSS beyond what it "
-               "committed the RocksDB memory bound (LINEAGE_SPARK_ROCKSDB_MEMORY_MB)")
+               "committed the RocksDB memory bound (LINEAGE_SPARK_ROCKSDB_MEMORY_MB); the committed heap never above "
+               "-Xmx is bounded by it, and what the JVM committed when that heap and the rest are bounded")
 #: A lag below this many seconds of the offered traffic is the batch in flight, not a backlog: a 25-minute soak at
 #: 200 msg/s (2026-11-26) had quarter means of 1.6 and 6.7 records (a 0-119 record jitter) and was called growing.
 LAG_FLOOR_SECONDS = 10.0
@@ -252,13 +258,19 @@ def reference_window(end: float, settle_seconds: float = 0.0) -> tuple[float, fl
 
 
 def verdicts(samples: list[dict[str, Any]], lag_floor: float = 0.0,
-             native_floor: float = 0.0, settle_seconds: float = 0.0) -> dict[str, dict[str, Any]]:
+             native_floor: float = 0.0, settle_seconds: float = 0.0,
+             heap_cap: float | None = None) -> dict[str, dict[str, Any]]:
     """Slope (units/hour, second half) and the growth verdict of every series (see the module doc); the lag grows
     only when its last quarter's mean is also above ``lag_floor`` records (:data:`LAG_FLOOR_SECONDS` of the rate),
     and ``rss_jvm_beyond_committed`` only when it is above ``native_floor`` MiB (the memory bound of what NMT does not
     see, RocksDB's: a difference that starts near zero passes the 1.2x test on noise). ``settle_seconds``: until
     then the series fill (the dedupe state until its window, RocksDB's memory until its budget): the reference
-    quarter starts there (:func:`reference_window`)."""
+    quarter starts there (:func:`reference_window`).
+
+    ``heap_cap``: the JVM's ``-Xmx`` in MiB. G1 sizes the committed heap within it as it sees fit (session 34's hour:
+    293 -> 418 MiB at 640): a committed heap that never passed the cap is bounded by it, whatever the 1.2x test says,
+    and so is ``jvm_committed`` when that heap is its only growth (``jvm_committed_beyond_heap``, the rest of what
+    the JVM committed, bounded)."""
     if not samples:
         return {}
     end = samples[-1]["t"]
@@ -284,8 +296,21 @@ def verdicts(samples: list[dict[str, Any]], lag_floor: float = 0.0,
             grows = slope > 0 and q4 > 1.2 * ref and (floor is None or q4 > floor)
             entry["grows_without_bound"] = grows
             entry["verdict"] = "GROWS WITHOUT BOUND" if grows else "bounded"
+            if key == "jvm_heap_committed" and grows and heap_cap is not None and max(y for _t, y in pts) <= heap_cap:
+                entry.update(grows_without_bound=False, verdict=f"bounded by -Xmx ({heap_cap:g} MiB)")
         out[key] = entry
+    heap, rest, total = (out.get(k, {}) for k in ("jvm_heap_committed", "jvm_committed_beyond_heap", "jvm_committed"))
+    if (total.get("grows_without_bound") and heap.get("verdict", "").startswith("bounded by -Xmx")
+            and rest.get("grows_without_bound") is False):
+        total.update(grows_without_bound=False, verdict="bounded: the committed heap's growth, within -Xmx")
     return out
+
+
+def java_size_mib(size: str) -> float:
+    """A JVM / Spark memory size (``640m``, ``1g``, ``1048576k``, plain bytes) in MiB."""
+    text = size.strip().lower().removesuffix("b")
+    scale = {"k": 1 / 1024, "m": 1.0, "g": 1024.0, "t": 1024.0 * 1024}.get(text[-1:])
+    return float(text[:-1]) * scale if scale is not None else float(text) / MIB
 
 
 def _stop_processor(proc: subprocess.Popen[bytes], grace_seconds: float = 60.0) -> int | None:
@@ -401,6 +426,8 @@ def run_soak(duration_seconds: float, rate: float, sample_seconds: float, work_d
                 row["jvm_committed"] = jvm_committed(proc.pid) if nmt else None
                 row["rss_jvm_beyond_committed"] = (None if row["jvm_committed"] is None
                                                    else round(row["rss_jvm"] - row["jvm_committed"], 1))
+                row["jvm_committed_beyond_heap"] = (None if row["jvm_committed"] is None or committed is None
+                                                    else round(row["jvm_committed"] - committed, 1))
                 for key in ("state_rows", "state_memory", "lag", "consumed", "batches"):
                     row[key] = metrics.get(key)
                 samples.append(row)
@@ -417,10 +444,12 @@ def run_soak(duration_seconds: float, rate: float, sample_seconds: float, work_d
         stats = stats_box.get("stats")
         from stream_processor.session import SparkMemorySettings
 
-        native_floor = float(SparkMemorySettings().rocksdb_memory_mb)   # RocksDB's bound: what NMT does not see
+        memory = SparkMemorySettings()
+        native_floor = float(memory.rocksdb_memory_mb)   # RocksDB's bound: what NMT does not see
         result.update(samples=samples, verdicts=verdicts(samples, lag_floor=rate * LAG_FLOOR_SECONDS,
                                                          native_floor=native_floor,
-                                                         settle_seconds=SETTLE_WINDOWS * dedupe_window_seconds),
+                                                         settle_seconds=SETTLE_WINDOWS * dedupe_window_seconds,
+                                                         heap_cap=java_size_mib(memory.driver_memory)),
                       published={"messages": stats.messages, "events": stats.events,
                                  "seconds": round(stats.seconds, 1), "kinds": stats.kinds} if stats else None,
                       publish_error=stats_box.get("error"))

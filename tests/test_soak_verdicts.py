@@ -80,3 +80,34 @@ def test_a_series_still_filling_in_the_second_quarter_is_compared_after_it_settl
     leak = [{"t": 30.0 * i, "state_memory": 100.0 + 6 * i} for i in range(101)]     # linear growth: still caught
     assert verdicts(leak, settle_seconds=1200)["state_memory"]["grows_without_bound"] is True
     assert verdicts(leak, settle_seconds=10_000)["state_memory"]["grows_without_bound"] is True   # the third quarter
+
+
+def test_a_committed_heap_growing_within_xmx_is_bounded_and_so_is_what_the_jvm_committed() -> None:
+    """Session 34's hour at 640 MiB -Xmx: G1 committed 293 -> 418 MiB of heap, and NMT's total rose with it (636 ->
+    767 MiB) while the rest of what the JVM committed stayed level; the 1.2x test called both growing."""
+    from benchmarks.soak import java_size_mib
+
+    heap = [250.0 + 3.0 * i for i in range(100)]                      # 250 -> 547 MiB: the 1.2x test fires
+    rest = [343.0 + (i % 5) for i in range(100)]                      # level
+    series = {"jvm_heap_committed": heap, "jvm_committed_beyond_heap": rest,
+              "jvm_committed": [h + r for h, r in zip(heap, rest, strict=True)]}
+    uncapped = verdicts(_samples(series))
+    assert uncapped["jvm_heap_committed"]["grows_without_bound"] is True
+    assert uncapped["jvm_committed"]["grows_without_bound"] is True
+    capped = verdicts(_samples(series), heap_cap=java_size_mib("640m"))
+    assert capped["jvm_heap_committed"]["grows_without_bound"] is False
+    assert capped["jvm_heap_committed"]["verdict"] == "bounded by -Xmx (640 MiB)"
+    assert capped["jvm_committed"]["grows_without_bound"] is False
+    assert verdicts(_samples(series), heap_cap=400)["jvm_heap_committed"]["grows_without_bound"] is True  # past it
+    leak = dict(series, jvm_committed_beyond_heap=[343.0 + 3 * i for i in range(100)])   # the rest grows: a leak
+    leak["jvm_committed"] = [h + r for h, r in zip(heap, leak["jvm_committed_beyond_heap"], strict=True)]
+    out = verdicts(_samples(leak), heap_cap=640)
+    assert out["jvm_committed_beyond_heap"]["grows_without_bound"] is True
+    assert out["jvm_committed"]["grows_without_bound"] is True
+
+
+def test_java_sizes_in_mib() -> None:
+    from benchmarks.soak import java_size_mib
+
+    assert [java_size_mib(s) for s in ("640m", "1g", "1G", "524288k", "2048mb", str(64 * 1024 * 1024))] == [
+        640, 1024, 1024, 512, 2048, 64]
