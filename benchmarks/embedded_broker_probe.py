@@ -13,6 +13,11 @@ demo messages published for S seconds at R msg/s with ``DEMO_LINGER_MS``, in bur
 ``DEMO_BURST_SECONDS``; 0: evenly paced), into a topic of three partitions, while ListOffsets is asked every 10 ms
 per partition. tansu's ListOffsets answers the start offset of a partition's last record batch, so the distinct
 answers count the record batches the traffic made (a lower bound); printed per partition and hour.
+
+``--memory N [--compressions none,lz4,zstd]`` measures what the broker's memory holds of records: for each
+``compression.type`` a fresh broker takes the first N messages of ``lineage bench``'s demo traffic (as the bench sends
+them), and its RSS before and after is printed beside the bytes of the values sent. The broker keeps record batches
+as they arrive: 40,000 demo messages (157.6 MB of values) grew it by 171 MB uncompressed and 37 MB as lz4 (2026-11-29).
 """
 
 from __future__ import annotations
@@ -45,9 +50,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--demo-seconds", type=float, default=None, help="count the record batches of demo traffic")
     parser.add_argument("--demo-rate", type=float, default=50.0)
     parser.add_argument("--burst-seconds", type=float, default=None)
+    parser.add_argument("--memory", type=int, default=None, help="measure the broker's RSS for this many demo messages")
+    parser.add_argument("--compressions", default="none,lz4,zstd", help="compression.type values for --memory")
     args = parser.parse_args(argv)
     if args.demo_seconds:
         return _demo_batches(args.demo_seconds, args.demo_rate, args.burst_seconds)
+    if args.memory:
+        return _memory(args.memory, args.compressions.split(","))
     steps = sorted(int(s) for s in args.steps.split(","))
     with tempfile.TemporaryDirectory(prefix="broker-probe-") as tmp:
         broker = EmbeddedBroker(partitions=1, topics=(), log_path=Path(tmp) / "tansu.log").start()
@@ -83,6 +92,37 @@ def main(argv: list[str] | None = None) -> int:
             consumer.close()
         finally:
             broker.stop()
+    return 0
+
+
+def _rss_mib(pid: int) -> float:
+    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _memory(n: int, compressions: list[str]) -> int:
+    from benchmarks.e2e_bench import _demo_values, _produce
+    from lineage.embedded.broker import EmbeddedBroker, create_topics
+
+    for compression in compressions:
+        with tempfile.TemporaryDirectory(prefix="broker-probe-") as tmp:
+            broker = EmbeddedBroker(partitions=3, topics=(), log_path=Path(tmp) / "tansu.log").start()
+            try:
+                create_topics(broker.bootstrap, ["memory"], partitions=3)
+                time.sleep(0.5)
+                before, sent = _rss_mib(broker.pid), [0]
+
+                def counted(values, sent=sent):
+                    for value, headers in values:
+                        sent[0] += len(value)
+                        yield value, headers
+
+                _produce(broker.bootstrap, "memory", counted(_demo_values(n)), compression=compression)
+                time.sleep(1.0)
+                after = _rss_mib(broker.pid)
+                print(f"compression {compression}: {n} messages, {sent[0] / 2**20:.1f} MiB of values, broker RSS "
+                      f"{before:.0f} -> {after:.0f} MiB (+{after - before:.0f})", flush=True)
+            finally:
+                broker.stop()
     return 0
 
 
