@@ -19,7 +19,10 @@ given), and printed / written as JSON with the keys of DESIGN.md:
   start (the trigger, the batch before it), ``stage`` (Spark's staging job), ``queue`` (from the hand-over to the
   finisher until it takes the batch: the batch before it still finishing, the mark), ``recombine`` (waiting for
   the `$self` step), ``merge``; ``oldest`` = their sum = that record's latency; ``events`` per batch.
-- ``peak_rss_bytes``: peak resident memory of this process and its children (JVM, Python workers).
+- ``peak_rss_bytes``: peak resident memory of this process and its children (JVM, Python workers, and the
+  embedded broker and PostgreSQL when the bench starts them: the broker keeps every record of the run in memory).
+- ``compression``: the ``compression.type`` the bench's producers sent with (``--compression``; the producer
+  library's default, lz4, unless told otherwise).
 - ``drain_batches``: the throughput drain's micro-batches one by one (:func:`drain_batches`): events consumed,
   staged rows, recombined `$self` events, when each started and merged (seconds from the first batch's merge
   commit, the sustained window's start; the first batch's are negative) and its step timings; whether a batch
