@@ -76,17 +76,9 @@ class BenchConfig:
 
 def _tree_rss(pid: int) -> int:
     """RSS of ``pid`` and all its descendants, from /proc (Linux)."""
-    from .rss_by_process import tree_pids
+    from .rss_by_process import _rss, tree_pids
 
-    page = os.sysconf("SC_PAGE_SIZE")
-    total = 0
-    for p in tree_pids(pid):
-        try:
-            with open(f"/proc/{p}/statm", "rb") as f:
-                total += int(f.read().split()[1]) * page
-        except (OSError, ValueError, IndexError):
-            pass
-    return total
+    return sum(_rss(p) or 0 for p in tree_pids(pid))
 
 
 class _RssSampler(threading.Thread):
@@ -407,10 +399,9 @@ def run_bench(cfg: BenchConfig) -> dict[str, Any]:
         say(f"latency phase: {cfg.rate} events/s for {cfg.latency_seconds:.0f}s")
         lat_reports: list[Any] = []
         stop = threading.Event()
-        n_lat = int(cfg.rate * cfg.latency_seconds)
-        n_lat = spool(_values(cfg.traffic, n_lat), work / "latency-messages")   # encoded beforehand (spool's doc)
-        producer = threading.Thread(target=_produce, args=(bootstrap, topics["latency"],
-                                                           unspool(work / "latency-messages"), cfg.rate,
+        spooled = work / "latency-messages"   # encoded beforehand (spool's doc)
+        n_lat = spool(_values(cfg.traffic, int(cfg.rate * cfg.latency_seconds)), spooled)
+        producer = threading.Thread(target=_produce, args=(bootstrap, topics["latency"], unspool(spooled), cfg.rate,
                                                            cfg.compression))
         lat_settings = settings(topics["latency"], "latency")
         runner = threading.Thread(target=run_processor, kwargs={

@@ -95,13 +95,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _rss_mib(pid: int) -> float:
-    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
 def _memory(n: int, compressions: list[str]) -> int:
     from benchmarks.e2e_bench import _demo_values, _produce
+    from benchmarks.rss_by_process import _rss
     from lineage.embedded.broker import EmbeddedBroker, create_topics
+
+    def rss_mib(pid: int) -> float:
+        return (_rss(pid) or 0) / 2**20
+
+    values_mib = sum(len(value) for value, _headers in _demo_values(n)) / 2**20
 
     for compression in compressions:
         with tempfile.TemporaryDirectory(prefix="broker-probe-") as tmp:
@@ -109,17 +111,11 @@ def _memory(n: int, compressions: list[str]) -> int:
             try:
                 create_topics(broker.bootstrap, ["memory"], partitions=3)
                 time.sleep(0.5)
-                before, sent = _rss_mib(broker.pid), [0]
-
-                def counted(values, sent=sent):
-                    for value, headers in values:
-                        sent[0] += len(value)
-                        yield value, headers
-
-                _produce(broker.bootstrap, "memory", counted(_demo_values(n)), compression=compression)
+                before = rss_mib(broker.pid)
+                _produce(broker.bootstrap, "memory", _demo_values(n), compression=compression)
                 time.sleep(1.0)
-                after = _rss_mib(broker.pid)
-                print(f"compression {compression}: {n} messages, {sent[0] / 2**20:.1f} MiB of values, broker RSS "
+                after = rss_mib(broker.pid)
+                print(f"compression {compression}: {n} messages, {values_mib:.1f} MiB of values, broker RSS "
                       f"{before:.0f} -> {after:.0f} MiB (+{after - before:.0f})", flush=True)
             finally:
                 broker.stop()

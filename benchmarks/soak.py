@@ -276,6 +276,7 @@ def verdicts(samples: list[dict[str, Any]], lag_floor: float = 0.0,
     end = samples[-1]["t"]
     ref_from, ref_to = reference_window(end, settle_seconds)
     out: dict[str, dict[str, Any]] = {}
+    heap_within_cap = False
     for key in BOUNDED_SERIES + COUNTER_SERIES:
         pts = [(s["t"], float(s[key])) for s in samples if s.get(key) is not None]
         slope = _slope_per_hour([(t, y) for t, y in pts if t >= end / 2])
@@ -297,11 +298,11 @@ def verdicts(samples: list[dict[str, Any]], lag_floor: float = 0.0,
             entry["grows_without_bound"] = grows
             entry["verdict"] = "GROWS WITHOUT BOUND" if grows else "bounded"
             if key == "jvm_heap_committed" and grows and heap_cap is not None and max(y for _t, y in pts) <= heap_cap:
+                heap_within_cap = True
                 entry.update(grows_without_bound=False, verdict=f"bounded by -Xmx ({heap_cap:g} MiB)")
         out[key] = entry
-    heap, rest, total = (out.get(k, {}) for k in ("jvm_heap_committed", "jvm_committed_beyond_heap", "jvm_committed"))
-    if (total.get("grows_without_bound") and heap.get("verdict", "").startswith("bounded by -Xmx")
-            and rest.get("grows_without_bound") is False):
+    total = out["jvm_committed"]
+    if total["grows_without_bound"] and heap_within_cap and out["jvm_committed_beyond_heap"]["grows_without_bound"] is False:
         total.update(grows_without_bound=False, verdict="bounded: the committed heap's growth, within -Xmx")
     return out
 

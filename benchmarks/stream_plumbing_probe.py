@@ -65,6 +65,8 @@ def _count_rows(batches: Any) -> Any:
 
 
 def main() -> None:
+    from benchmarks.e2e_bench import COMPRESSION, COMPRESSIONS
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--max-batch-events", type=int, default=10_000)
@@ -72,12 +74,12 @@ def main() -> None:
                         help="all: the stream's whole query; decode-dedupe: the same since the $self operator left")
     parser.add_argument("--unfused", action="store_true",
                         help="decode in a mapInArrow after the source, not in lineage_kafka's reader tasks")
-    parser.add_argument("--compression", default=None,
-                        help="compression.type of the demo messages produced (default: lineage bench's, lz4; before "
-                             "session 35 they were sent uncompressed: --compression none)")
+    parser.add_argument("--compression", choices=COMPRESSIONS, default=COMPRESSION,
+                        help="compression.type of the demo messages produced (default: lineage bench's, %(default)s; "
+                             "before session 35 they were sent uncompressed: --compression none)")
     args = parser.parse_args()
 
-    from benchmarks.e2e_bench import COMPRESSION, _demo_values, _produce
+    from benchmarks.e2e_bench import _demo_values, _produce
     from benchmarks.idle_cpu import tree_cpu_seconds
     from lineage.embedded.broker import EmbeddedBroker, create_topics
     from stream_processor.dedupe import dedupe_within_window
@@ -90,7 +92,7 @@ def main() -> None:
     try:
         topic = f"plumbing{uuid.uuid4().hex[:6]}.events"
         create_topics(broker.bootstrap, [topic], partitions=3)
-        _produce(broker.bootstrap, topic, _demo_values(args.events), compression=args.compression or COMPRESSION)
+        _produce(broker.bootstrap, topic, _demo_values(args.events), compression=args.compression)
         settings = ProcessorSettings(bootstrap_servers=broker.bootstrap, postgres_dsn="postgresql://unused/x",
                                      topic_events=topic, checkpoint_dir=str(work / "ck"),
                                      max_offsets_per_trigger=args.max_batch_events, recombine_quiet_seconds=2.0)
