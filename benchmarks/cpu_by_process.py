@@ -158,13 +158,14 @@ def cpu_seconds(argv: list[str], interval: float = 0.25,
     return wall, totals, proc.returncode
 
 
-def parse_wrapper_args(args: list[str] | None, doc: str, interval: float, series: bool = False,
+def parse_wrapper_args(args: list[str] | None, doc: str, interval: float | None, series: bool = False,
                        options: Any = None, tree: bool = False) -> tuple[argparse.Namespace, list[str]]:
     """``[--interval S] [--json FILE] [--tree] [--series FILE] -- CMD...`` of a tool that runs and watches a
-    command (``--tree`` only where ``tree``, ``--series`` only where ``series``; ``options(parser)`` adds the
-    tool's own)."""
+    command (``--interval`` only where ``interval`` is a default, ``--tree`` only where ``tree``, ``--series``
+    only where ``series``; ``options(parser)`` adds the tool's own)."""
     parser = argparse.ArgumentParser(description=doc.split("\n", 1)[0])
-    parser.add_argument("--interval", type=float, default=interval)
+    if interval is not None:
+        parser.add_argument("--interval", type=float, default=interval)
     parser.add_argument("--json", dest="json_file")
     if tree:
         parser.add_argument("--tree", action="store_true",

@@ -33,13 +33,13 @@ import tempfile
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 try:
-    from .cpu_by_process import classify
+    from .cpu_by_process import classify, parse_wrapper_args
 except ImportError:  # run as a script
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from benchmarks.cpu_by_process import classify
+    from benchmarks.cpu_by_process import classify, parse_wrapper_args
 
 __all__ = ["Sample", "samples", "shares", "main"]
 
@@ -49,25 +49,12 @@ _HEADER = re.compile(r"^\s*(?P<comm>.+?)\s+(?P<pid>\d+)/(?P<tid>\d+)(\s|$)")
 _FRAME = re.compile(r"^\s*[0-9a-f]+\s+(?P<sym>.*?)\s+\((?P<dso>[^()]*)\)\s*$")
 
 
-class Sample(tuple):
-    """One ``perf script`` sample: ``(pid, comm, frames)``, frames ``(symbol, dso)`` from the leaf outwards."""
+class Sample(NamedTuple):
+    """One ``perf script`` sample; ``frames``: ``(symbol, dso)`` from the leaf outwards."""
 
-    __slots__ = ()
-
-    def __new__(cls, pid: int, comm: str, frames: tuple[tuple[str, str], ...]) -> Sample:
-        return super().__new__(cls, (pid, comm, frames))
-
-    @property
-    def pid(self) -> int:
-        return self[0]
-
-    @property
-    def comm(self) -> str:
-        return self[1]
-
-    @property
-    def frames(self) -> tuple[tuple[str, str], ...]:
-        return self[2]
+    pid: int
+    comm: str
+    frames: tuple[tuple[str, str], ...]
 
     @property
     def kernel(self) -> bool:
@@ -76,7 +63,7 @@ class Sample(tuple):
 
     @property
     def page_fault(self) -> bool:
-        return any(sym.startswith("exc_page_fault") or sym.startswith("asm_exc_page_fault") for sym, _ in self.frames)
+        return any(sym.startswith(("exc_page_fault", "asm_exc_page_fault")) for sym, _ in self.frames)
 
     @property
     def leaf(self) -> str:
@@ -163,17 +150,13 @@ def _kinds(driver_pid: int) -> dict[int, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--seconds", type=float, default=12.0, help="how long to sample (default 12)")
-    parser.add_argument("--frequency", type=int, default=499, help="samples per second per CPU (default 499)")
-    parser.add_argument("--start", default=DEFAULT_START, help="regex of the command's output line to start at")
-    parser.add_argument("--top", type=int, default=12)
-    parser.add_argument("--json", dest="json_file")
-    parser.add_argument("command", nargs=argparse.REMAINDER)
-    ns = parser.parse_args(argv)
-    command = ns.command[1:] if ns.command[:1] == ["--"] else ns.command
-    if not command:
-        parser.error("no command (put it after --)")
+    def options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--seconds", type=float, default=12.0, help="how long to sample (default 12)")
+        parser.add_argument("--frequency", type=int, default=499, help="samples per second per CPU (default 499)")
+        parser.add_argument("--start", default=DEFAULT_START, help="regex of the command's output line to start at")
+        parser.add_argument("--top", type=int, default=12)
+
+    ns, command = parse_wrapper_args(argv, __doc__, None, options=options)
     start = re.compile(ns.start)
     with tempfile.TemporaryDirectory(prefix="kernel-share-") as tmp:
         data = os.path.join(tmp, "perf.data")
