@@ -551,8 +551,8 @@ QUALITY_INPUTS = """
     SELECT a.version_id::text, a.dataset_id::text, a.event_time, a.row_count, a.null_counts,
            CASE WHEN a.fields_hash IS DISTINCT FROM p.fields_hash THEN a.fields END, a.assertions,
            a.nominal_end, p.version_id IS NOT NULL, p.row_count, p.null_counts,
-           CASE WHEN a.fields_hash IS DISTINCT FROM p.fields_hash THEN p.fields END, p.assertions,
-           p.event_time, p.nominal_end, a.fields IS NOT NULL AND a.fields_hash IS NOT DISTINCT FROM p.fields_hash
+           CASE WHEN a.fields_hash IS DISTINCT FROM p.fields_hash THEN p.fields END,
+           a.fields IS NOT NULL AND a.fields_hash IS NOT DISTINCT FROM p.fields_hash
     FROM lineage_dataset_versions a JOIN ids USING (version_id) LEFT JOIN LATERAL (
         SELECT * FROM lineage_dataset_versions p
         WHERE p.dataset_id = a.dataset_id AND (p.event_time, p.version_id) < (a.event_time, a.version_id)
@@ -1033,8 +1033,7 @@ def annotate_versions(inputs: Sequence[tuple[Any, ...]], window: float) -> list[
     out = []
     append = out.append
     for row in inputs:
-        (vid, node, etime, rc, nc, fields, assertions, nominal, has_prev, p_rc, p_nc, p_fields, _p_as, _p_time,
-         _p_nominal, same_schema) = row
+        vid, node, etime, rc, nc, fields, assertions, nominal, has_prev, p_rc, p_nc, p_fields, same_schema = row
         if same_schema:   # schemas equal by hash: not fetched; any equal non-empty schema gives the same result
             fields = p_fields = _SAME_SCHEMA
         note = annotation_values(rc, nc, fields, assertions, etime, nominal, has_prev, p_rc, p_nc, p_fields, window)

@@ -115,10 +115,9 @@ _PROBE = textwrap.dedent("""
     fields = [{"name": "a", "type": "int"}, {"name": "b", "type": "text"}]
     inputs = [
         ("00000000-0000-0000-0000-000000000001", "00000000-0000-0000-0000-0000000000aa", t1, 10, {"a": 9}, fields[:1],
-         [{"assertion": "not_null_a", "success": False, "column": "a"}], t0, True, 100, {"a": 0}, fields, [], t0,
-         None, False),
+         [{"assertion": "not_null_a", "success": False, "column": "a"}], t0, True, 100, {"a": 0}, fields, False),
         ("00000000-0000-0000-0000-000000000002", "00000000-0000-0000-0000-0000000000aa", t1, None, {}, None, [],
-         None, False, None, None, None, None, None, None, False),
+         None, False, None, None, None, False),
     ]
     digest("quality", annotate_versions(inputs, 3600.0))
     print(json.dumps({"digests": out,
