@@ -51,8 +51,12 @@ def test_pss_is_read_where_the_rss_peaks_not_at_every_sample(monkeypatch):
         return real_sample(root, kinds, pss, pids)
 
     monkeypatch.setattr(rbp, "sample", counted_sample)
-    result = rbp.measure([sys.executable, "-c", command], interval=0.05)
+    # -I -S: no site-packages (.pth files of editable installs): the interpreter's own start, whose RSS grows in
+    # steps the sampler sees as new peaks, is short; on a slow machine it still spans a few samples (CI, 2026-12-01:
+    # 10 reads of 57 samples against a bound of 9 with site-packages), hence the slack
+    result = rbp.measure([sys.executable, "-I", "-S", "-c", command], interval=0.05)
     assert result["exit_code"] == 0
     assert samples >= 30
-    assert 0 < len(reads) <= samples // rbp.PSS_EVERY + 4   # periodic reads, the start and the step up
+    # periodic reads, the start's few peaks and the step up: far fewer than one per sample (57 here)
+    assert 0 < len(reads) <= samples // rbp.PSS_EVERY + 8
     assert result["pss_by_kind"]["driver"] >= 100 * 2**20   # the step up was read
