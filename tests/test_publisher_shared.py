@@ -58,7 +58,6 @@ def test_a_failed_flush_evicts_the_publisher() -> None:
 def test_errors_of_an_idle_publisher_are_served_before_it_is_handed_out_again() -> None:
     """Nothing polls a worker's publisher between tasks: a broker that went away meanwhile is only known once
     its error events are served, which shared() does before choosing."""
-    import time
 
     first = RecordPublisher.shared(CONF)    # nothing listens on port 1: connection errors queue up
     time.sleep(1.0)
@@ -95,25 +94,15 @@ def test_a_publisher_still_hears_of_client_errors() -> None:
 @pytest.mark.integration
 def test_closing_the_shared_publishers_delivers_what_they_hold_and_drops_them(kafka_bootstrap: str,
                                                                               topic_names: dict[str, str]) -> None:
-    from confluent_kafka import Consumer
-
+    from lineage.topic_reader import read_topic
     from stream_processor.publish import close_shared_publishers
 
     publisher = RecordPublisher.shared({"bootstrap.servers": kafka_bootstrap, "linger.ms": 60000})
     publisher.publish(topic_names["dlq"], b"k", b"held until closed")   # lingers: nothing sent yet
     assert close_shared_publishers() >= 1
     assert RecordPublisher.shared({"bootstrap.servers": kafka_bootstrap, "linger.ms": 60000}) is not publisher
-    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": "close-shared", "auto.offset.reset": "earliest"})
-    try:
-        consumer.subscribe([topic_names["dlq"]])
-        got = []
-        deadline = time.monotonic() + 30
-        while not got and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and not message.error():
-                got.append(message.value())
-    finally:
-        consumer.close()
+    # read by assign() (no consumer group to join): the record is on the topic once close returned
+    got = [message.value() for message in read_topic(kafka_bootstrap, topic_names["dlq"], idle_seconds=5)]
     assert got == [b"held until closed"]
 
 
