@@ -20,12 +20,17 @@ daemon forks: a worker starts with them in place (shared copy-on-write pages) in
 (``LINEAGE_SPARK_PYTHON_IDLE_WORKERS``) is smaller than the workers a micro-batch needs, and py-spy over
 ``lineage bench --events 10000`` (2026-11-25) put 36 % of the workers' busy time in those imports. A module
 that fails to import is left to the worker (which reports the error where it happens).
+
+Before anything else it lowers its own CPU priority, and so that of every worker it forks, by
+``LINEAGE_SPARK_PYTHON_WORKER_NICE`` (:func:`lower_priority`; the setting's doc in stream_processor/session.py
+says why and what it measured).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 
 #: Imported by the daemon before it forks (module doc). Nothing here starts a thread or opens a connection.
 PRELOAD = (
@@ -53,6 +58,25 @@ def preload(modules: tuple[str, ...] = PRELOAD) -> list[str]:
         gc.collect()
         gc.freeze()
     return failed
+
+
+#: The variable :func:`lower_priority` reads (:attr:`stream_processor.session.SparkMemorySettings.python_worker_nice`).
+WORKER_NICE_VARIABLE = "LINEAGE_SPARK_PYTHON_WORKER_NICE"
+
+
+def lower_priority(environ: Mapping[str, str] = os.environ) -> int:
+    """``os.nice`` by the variable's value (a whole number, 0 to 19; anything else, or 0, changes nothing); returns
+    the niceness the process runs at. Forked workers inherit it. A system that refuses keeps the old priority."""
+    try:
+        step = int(environ.get(WORKER_NICE_VARIABLE, "0"))
+    except ValueError:
+        step = 0
+    if 0 < step <= 19:
+        try:
+            return os.nice(step)
+        except OSError:   # e.g. a sandbox without setpriority: run at the old priority rather than not at all
+            pass
+    return os.nice(0)
 
 
 def _installed_elsewhere(package: str, zips: list[str]) -> bool:
@@ -104,6 +128,7 @@ class YoungCollections:
 
 
 if __name__ == "__main__":
+    lower_priority()
     use_installed_pyspark()
     preload()
     from pyspark import daemon

@@ -17,6 +17,7 @@ def test_memory_bounds_default_to_a_laptop_share_and_read_the_environment(monkey
     assert conf["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"] == "64"
     assert conf["spark.python.factory.idleWorkerMaxPoolSize"] == "2"
     assert conf["spark.executorEnv.MALLOC_ARENA_MAX"] == "2"
+    assert conf["spark.executorEnv.LINEAGE_SPARK_PYTHON_WORKER_NICE"] == "5"
     monkeypatch.setenv("LINEAGE_SPARK_DRIVER_MEMORY", "3g")
     monkeypatch.setenv("LINEAGE_SPARK_ROCKSDB_MEMORY_MB", "256")
     monkeypatch.setenv("LINEAGE_SPARK_MALLOC_ARENA_MAX", "0")
@@ -25,6 +26,12 @@ def test_memory_bounds_default_to_a_laptop_share_and_read_the_environment(monkey
     assert conf["spark.driver.memory"] == "3g"
     assert conf["spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB"] == "256"
     assert "spark.executorEnv.MALLOC_ARENA_MAX" not in conf
+    monkeypatch.setenv("LINEAGE_SPARK_PYTHON_WORKER_NICE", "0")
+    assert SparkMemorySettings().spark_conf()["spark.executorEnv.LINEAGE_SPARK_PYTHON_WORKER_NICE"] == "0"
+    monkeypatch.setenv("LINEAGE_SPARK_PYTHON_WORKER_NICE", "20")
+    with pytest.raises(ValueError, match="python_worker_nice"):
+        SparkMemorySettings()
+    monkeypatch.delenv("LINEAGE_SPARK_PYTHON_WORKER_NICE")
     monkeypatch.setenv("LINEAGE_SPARK_ROCKSDB_MEMORY_MB", "0")
     with pytest.raises(ValueError, match="rocksdb_memory_mb"):
         SparkMemorySettings()
@@ -60,6 +67,24 @@ def test_the_session_runs_with_the_bounds(spark):
     assert conf.get("spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage") == "true"
     assert conf.get("spark.python.factory.idleWorkerMaxPoolSize") == "2"
     assert spark.sparkContext._jvm.java.lang.Runtime.getRuntime().maxMemory() <= 1024 * 1024 * 1024
+
+
+@pytest.mark.integration
+def test_python_workers_run_below_the_driver_s_priority(spark):
+    """The worker daemon (stream_processor/spark_daemon.py) lowers its niceness by the setting's default, 5,
+    before it forks: every task's worker runs at the driver's niceness + 5 (at most 19)."""
+    import os
+
+    import pyarrow as pa
+
+    def niceness(batches):
+        import os
+
+        for _ in batches:
+            yield pa.RecordBatch.from_arrays([pa.array([os.nice(0)], pa.int32())], ["nice"])
+
+    rows = spark.range(2, numPartitions=2).mapInArrow(niceness, "nice int").collect()
+    assert [r["nice"] for r in rows] == [min(19, os.nice(0) + 5)] * 2
 
 
 @pytest.mark.unit
