@@ -48,7 +48,8 @@ class SparkMemorySettings(BaseSettings):
     18): the bench's process tree peaked at 3.15-4.15 GB RSS in two runs of the old defaults. Of that, the JVM
     took 0.9-1.5 GB: its heap grows towards ``-Xmx`` (it was 2g, and the one-hour soak saw the JVM at
     2.2 GiB), plus RocksDB's native memory. Spark's Python processes took 1.3-1.6 GB, 13-14 of them:
-    workers kept idle in the pool, and the daemons. The broker took 0.45 GB. Each field bounds one part:
+    workers kept idle in the pool, and the daemons. The broker took 0.45 GB. Each field bounds one part (but
+    ``python_worker_nice``, the workers' CPU priority, which sits here for its ``LINEAGE_SPARK_`` prefix):
     """
 
     model_config = SettingsConfigDict(env_prefix="LINEAGE_SPARK_", extra="forbid")

@@ -58,7 +58,6 @@ def test_a_failed_flush_evicts_the_publisher() -> None:
 def test_errors_of_an_idle_publisher_are_served_before_it_is_handed_out_again() -> None:
     """Nothing polls a worker's publisher between tasks: a broker that went away meanwhile is only known once
     its error events are served, which shared() does before choosing."""
-
     first = RecordPublisher.shared(CONF)    # nothing listens on port 1: connection errors queue up
     time.sleep(1.0)
     assert not first._broken                # not served yet
