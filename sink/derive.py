@@ -93,7 +93,8 @@ from .heap import frozen_heap
 from .model import StoredEvent
 
 __all__ = [
-    "STAGING_COLUMNS", "GraphRows", "BatchDeriver", "derive_batch", "derive_event", "check_storable", "dataset_refs",
+    "STAGING_COLUMNS", "GraphRows", "BatchDeriver", "DerivedEvent", "EventDeriver", "derive_batch", "derive_event",
+    "check_storable", "dataset_refs",
     "edge_type_for", "column_transformation_type", "node_type_for", "sensitivity_from_tags",
     "resolve_dataset_name", "reduce_rows", "TERMINAL_STATES", "STATE_RANK",
 ]
@@ -1085,6 +1086,51 @@ def derive_event(stored: StoredEvent, aliases: Mapping[str, str] | None = None) 
     return deriver.rows
 
 
+#: Where ``stg_events`` rows hold the event's text: :class:`EventDeriver` leaves it out of the rows it gives (the
+#: decoded row carries the text already) and :class:`BatchDeriver` puts it back.
+_PAYLOAD = STAGING_COLUMNS["stg_events"].index("payload")
+_TABLES = tuple(STAGING_COLUMNS)
+
+
+@dataclass(frozen=True)
+class DerivedEvent:
+    """An event whose rows were derived where it was parsed (the stream's decode, :class:`EventDeriver`): what the
+    staging pass needs of it without parsing its text again. ``tables``: :meth:`EventDeriver.rows`' value."""
+
+    event_hash: str
+    source: str
+    text: str
+    revision: int
+    tables: tuple[list[tuple[Any, ...]], ...]
+
+
+class EventDeriver:
+    """Rows of one event at a time, for the decoder, which has the event parsed (issue 18, item 1: each event is
+    parsed once, at decode; the staging pass gets these rows instead of the text to parse again).
+
+    One per reader task: the dataset ids it computes are memoised across its events, as :class:`BatchDeriver`
+    memoises them across a partition's. The rows equal :func:`derive_event`'s of the event parsed from its
+    canonical text, but for the key order inside JSON values and the order of rows the event's objects make
+    (the validated event has the producer's key order, the canonical text sorted keys); the store reads those
+    values as ``jsonb`` and reduces rows per key, so the graph is the same (tests/test_derive_in_decode.py)."""
+
+    def __init__(self) -> None:
+        self._deriver = _Deriver(None)
+
+    def rows(self, stored: StoredEvent) -> tuple[list[tuple[Any, ...]], ...]:
+        """The rows of ``stored`` per staging table (:data:`STAGING_COLUMNS` order), its ``stg_events`` row without
+        the payload (None there). Raises what :func:`derive_event` raises for an event the store cannot take."""
+        deriver = self._deriver
+        deriver.rows = GraphRows()
+        deriver.t = deriver.rows.tables
+        deriver._schemas.clear()   # keyed by id(): another event's facets are other objects
+        deriver.event(stored)
+        tables = deriver.t
+        events = tables["stg_events"]
+        events[0] = events[0][:_PAYLOAD] + (None,) + events[0][_PAYLOAD + 1:]
+        return tuple(tables[name] for name in _TABLES)
+
+
 class BatchDeriver:
     """Incremental :func:`derive_batch`: :meth:`add` events in chunks, then :meth:`finish`.
 
@@ -1097,12 +1143,13 @@ class BatchDeriver:
         self._deriver = _Deriver(aliases)
         self.rows = self._deriver.rows
 
-    def add(self, events: Iterable[StoredEvent],
-            on_event: Callable[[StoredEvent, dict[str, list[tuple[Any, ...]]]], None] | None = None) -> None:
+    def add(self, events: Iterable[StoredEvent | DerivedEvent],
+            on_event: Callable[[Any, dict[str, list[tuple[Any, ...]]]], None] | None = None) -> None:
         """Derive ``events``; an event that cannot be stored is skipped and listed in ``rows.rejected``
         (its partial rows are rolled back). ``on_event(stored, rows)``, if given, is called after each
         stored event with that event's own rows per table (before any reduction): the rows
-        :func:`derive_event` gives for it, in this batch's alias context."""
+        :func:`derive_event` gives for it, in this batch's alias context. A :class:`DerivedEvent` (derived at
+        decode) adds its rows as they are."""
         deriver = self._deriver
         tables = deriver.t
         rejected = deriver.rows.rejected
@@ -1112,10 +1159,22 @@ class BatchDeriver:
             self._add(events, deriver, tables, rejected, on_event)
 
     @staticmethod
-    def _add(events: Iterable[StoredEvent], deriver: _Deriver, tables: dict[str, list[tuple[Any, ...]]],
+    def _add(events: Iterable[StoredEvent | DerivedEvent], deriver: _Deriver, tables: dict[str, list[tuple[Any, ...]]],
              rejected: list[tuple[str, EventValidationError]],
              on_event: Callable[[StoredEvent, dict[str, list[tuple[Any, ...]]]], None] | None = None) -> None:
         for stored in events:
+            if type(stored) is DerivedEvent:   # derived at decode: its rows, the text back in its event row
+                derived = stored.tables
+                row = derived[0][0]
+                own = {}
+                for name, rows in zip(_TABLES, derived, strict=True):
+                    if name == "stg_events":
+                        rows = [row[:_PAYLOAD] + (stored.text,) + row[_PAYLOAD + 1:]]
+                    tables[name] += rows
+                    own[name] = rows
+                if on_event is not None:
+                    on_event(stored, own)
+                continue
             marks = [(rows, len(rows)) for rows in tables.values()]
             try:
                 deriver.event(stored)

@@ -36,7 +36,8 @@ from typing import Any
 
 from schemas.errors import EventValidationError
 
-__all__ = ["DECODED_SCHEMA", "PACKED_SCHEMA", "PLANNED_AT_COLUMN", "READER_PACKED_SCHEMA", "NARROW_COLUMNS", "PACKED_COLUMNS", "DecodedColumns", "decode_batches",
+__all__ = ["DECODED_SCHEMA", "PACKED_SCHEMA", "PLANNED_AT_COLUMN", "READER_PACKED_SCHEMA", "NARROW_COLUMNS", "PACKED_COLUMNS",
+           "PACKED_EXTRA", "PACKED_FIELDS", "DecodedColumns", "source_of", "decode_batches",
            "decode_record", "arrow_decoded_schema", "arrow_packed_schema", "pack_row", "unpack_row", "full_rows"]
 
 DECODED_SCHEMA = (
@@ -52,6 +53,12 @@ DECODED_SCHEMA = (
 NARROW_COLUMNS = ("status", "event_hash", "event_time", "has_self", "run_id", "event_type")
 #: The other decoded columns, in the order :func:`pack_row` writes them.
 PACKED_COLUMNS = tuple(c.split(" ", 1)[0] for c in DECODED_SCHEMA.split(", ") if c.split(" ", 1)[0] not in NARROW_COLUMNS)
+#: What a packed value holds beyond the wide columns, for the staging pass only (never a Spark column): ``parses``,
+#: the parses decode made (:func:`decode_record`), and ``graph``, the event's graph rows derived at decode
+#: (:meth:`sink.derive.EventDeriver.rows`; None for a `$self` part, a rejected row, or an event decode could not
+#: derive, which the staging pass then parses and derives as before).
+PACKED_EXTRA = ("parses", "graph")
+PACKED_FIELDS = PACKED_COLUMNS + PACKED_EXTRA
 PACKED_SCHEMA = ("status string, event_hash string, event_time timestamp, has_self boolean, run_id string, "
                  "event_type string, packed binary")
 #: The column ``lineage_kafka``'s decoding reader adds to :data:`PACKED_SCHEMA`: when the micro-batch's ranges were
@@ -86,7 +93,7 @@ def pack_row(row: dict[str, Any]) -> bytes:
     Why LZ4: the value (the event's text, ~4.4 kB for a demo event) crosses the JVM twice per event (reader ->
     JVM -> dedupe's shuffle -> JVM -> the staging pass's Python worker); a demo event's value shrinks ~3x for
     ~3 us to compress and ~2.5 us to decompress."""
-    values = [row.get(name) for name in PACKED_COLUMNS]
+    values = [row.get(name) for name in PACKED_FIELDS]
     ts = values[_KAFKA_TS]
     if isinstance(ts, datetime):
         values[_KAFKA_TS] = ((ts if ts.tzinfo else ts.replace(tzinfo=UTC)) - _EPOCH) // timedelta(microseconds=1)
@@ -101,7 +108,7 @@ def unpack_row(packed: bytes) -> dict[str, Any]:
     ts = values[_KAFKA_TS]
     if ts is not None:
         values[_KAFKA_TS] = _EPOCH + timedelta(microseconds=ts)
-    return dict(zip(PACKED_COLUMNS, values, strict=True))
+    return dict(zip(PACKED_FIELDS, values, strict=True))
 
 
 def _column_values(column: Any) -> list[Any]:
@@ -202,8 +209,11 @@ def _registry(url: str) -> Any:
 
 
 def decode_record(value: bytes | None, headers: list[tuple[str, bytes | None]] | None,
-                  registry_url: str | None = None) -> list[dict[str, Any]]:
-    """The output rows (without source columns) for one Kafka message value and its headers."""
+                  registry_url: str | None = None, keep_event: bool = False) -> list[dict[str, Any]]:
+    """The output rows (without source columns) for one Kafka message value and its headers. Each accepted row has
+    ``parses``: the parses of the message's bytes it took (1 on the first event of a message, 0 on the other events
+    one document made: an Evo document is parsed once for all its events). ``keep_event``: each accepted row also
+    has ``_event``, the validated event (:class:`DecodedColumns` derives its graph rows from it)."""
     from producers.chunking import chunk_rejection
     from schemas.codec import decode_message
     from schemas.identity import canonical_json_scanned
@@ -221,6 +231,7 @@ def decode_record(value: bytes | None, headers: list[tuple[str, bytes | None]] |
     except (Exception, RecursionError) as exc:  # noqa: BLE001 - every failure is a DLQ row
         return [_rejected(exc, 0)]
     rows = []
+    parses = 1   # decode_message parsed the message's bytes once, whatever number of events it held
     for i, msg in enumerate(messages):
         try:
             has_self = _has_self(msg.document)
@@ -237,14 +248,22 @@ def decode_record(value: bytes | None, headers: list[tuple[str, bytes | None]] |
                 "event_time": event_time, "job_namespace": job.get("namespace"),
                 "job_name": job.get("name"), "has_self": has_self,
                 "subject": json.dumps(msg.subject, sort_keys=True) if msg.subject else None,
-                "encoding": msg.encoding,
+                "encoding": msg.encoding, "parses": parses,
             })
+            parses = 0
+            if keep_event:
+                rows[-1]["_event"] = event
             rows += _facet_rejections(facet_violations, i, msg.encoding)  # dropped facets: to the DLQ too
         except (Exception, RecursionError) as exc:  # noqa: BLE001
             row = _rejected(exc, i)
             row["encoding"] = getattr(msg, "encoding", None)
             rows.append(row)
     return rows
+
+
+def source_of(row: dict[str, Any]) -> str:
+    """``topic[partition]@offset`` of a decoded row: its event's ``source`` in the store."""
+    return f"{row['source_topic']}[{row['source_partition']}]@{row['source_offset']}"
 
 
 def arrow_packed_schema() -> Any:
@@ -266,6 +285,8 @@ class DecodedColumns:
     def __init__(self, registry_url: str | None = None, packed: bool = False) -> None:
         self.registry_url = registry_url
         self.packed = packed
+        #: packed rows carry their event's graph rows, derived here from the event decode parsed (module doc)
+        self._deriver: Any = None
         self.schema = arrow_packed_schema() if packed else arrow_decoded_schema()
         self._names = NARROW_COLUMNS if packed else tuple(self.schema.names)
         self.cols: dict[str, list[Any]] = {n: [] for n in self.schema.names}
@@ -278,7 +299,8 @@ class DecodedColumns:
         A rejected row keeps the message's coordinates, raw bytes and headers for the dead-letter topic."""
         self.messages += 1
         cols, names = self.cols, self._names
-        for row in decode_record(value, headers, self.registry_url):
+        for row in decode_record(value, headers, self.registry_url, keep_event=self.packed):
+            event = row.pop("_event", None)
             rejected = row["status"] != "ok"
             if rejected:
                 row["event_hash"] = f"rejected:{topic}:{partition}:{offset}:{row.pop('_index', 0)}"
@@ -289,7 +311,23 @@ class DecodedColumns:
             for name in names:
                 cols[name].append(row.get(name))
             if self.packed:
+                if event is not None and not (row["has_self"] and row.get("run_id")):   # not a `$self` part
+                    row["graph"] = self._derived(event, row)
                 cols["packed"].append(pack_row(row))
+
+    def _derived(self, event: dict[str, Any], row: dict[str, Any]) -> Any:
+        """The graph rows of an accepted event (:meth:`sink.derive.EventDeriver.rows`), or None when the deriver
+        refuses it: the staging pass derives that one from its text again and reports why."""
+        from sink.derive import EventDeriver
+        from sink.model import StoredEvent
+
+        if self._deriver is None:
+            self._deriver = EventDeriver()
+        stored = StoredEvent(event=event, event_hash=row["event_hash"], text=row["event_json"], source=source_of(row))
+        try:
+            return self._deriver.rows(stored)
+        except (EventValidationError, TypeError, AttributeError, KeyError, ValueError):
+            return None
 
     def take(self) -> Any:
         """The rows added since the last call as one record batch, or None when there are none."""

@@ -13,6 +13,11 @@ Counts from the executors come back to the driver as a few aggregate rows per ba
   planned: its latest offset - its start offset (the committed position then; the batch's own records
   included). Not latest - end: without ``maxOffsetsPerTrigger`` a batch reads to the latest offset, so that
   was 0 whatever the backlog (a soak whose batches took 60-120 s behind a stalled broker showed lag 0);
+- ``lineage_event_parses_total{stage}``: parses of event texts (or message bytes) into documents, by where:
+  ``decode`` (the reader's decode, once per message: issue 18's "parse once"), ``staging`` (an event decode
+  could not derive, parsed again by the staging pass), ``recombine`` (a `$self` part's text, read back from the
+  store to merge its group). Counted for the events and parts that reach the staging pass (after the dedupe),
+  so on plain traffic ``decode`` equals the events consumed and ``staging`` stays 0;
 - ``lineage_source_offset_resets_total{topic,partition}``: partitions the ``lineage_kafka`` source read
   again from their low watermark because the topic was recreated (the broker lost its log): the
   ``$reset`` entry of a batch's end offset (stream_processor/kafka_source.py).
@@ -42,6 +47,10 @@ class ProcessorMetrics:
         self.consumed = Counter("lineage_events_consumed_total", "Events consumed", ["topic", "encoding"], registry=r)
         self.rejected = Counter("lineage_events_rejected_total", "Messages sent to the DLQ", ["reason"], registry=r)
         self.duplicates = Counter("lineage_duplicates_dropped_total", "Duplicates dropped", ["stage"], registry=r)
+        self.parses = Counter("lineage_event_parses_total", "Event texts parsed, by stage (decode: once per message)",
+                              ["stage"], registry=r)
+        for stage in ("decode", "staging", "recombine"):
+            self.parses.labels(stage)
         self.self_parts = Counter("lineage_self_parts_total", "`$self` parts recombined", registry=r)
         self.recombined = Counter("lineage_recombined_records_total", "Recombined records emitted", registry=r)
         self.self_groups = Gauge("lineage_self_groups", "`$self` groups in the store after the last batch: pending "
@@ -94,6 +103,8 @@ class ProcessorMetrics:
                 self.totals["rejected"] += value
             elif metric == "self_parts":
                 self.self_parts.inc(value)
+            elif metric == "parses":
+                self.parses.labels(a).inc(value)
             elif metric == "recombined":
                 self.recombined.inc(value)
             elif metric == "self_groups":

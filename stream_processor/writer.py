@@ -96,11 +96,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.errors import StoreError
+from sink.derive import DerivedEvent
 from sink.fastjson import loads
 from sink.heap import frozen_heap
 from sink.model import BatchResult, StoredEvent
 
-from .decode import full_rows
+from .decode import full_rows, source_of
 
 __all__ = ["GraphBatchWriter", "ParsedOnRead", "graph_tables_of", "BatchReport", "WriterConfig", "COUNTS_SCHEMA", "graph_topic_tables"]
 
@@ -293,6 +294,8 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
                     bump("rejected", row.get("error_code") or "internal", row.get("error_class") or "")
                     publisher().publish(config.topic_dlq, row.get("key"), _bounded_dead_letter(row, limit, bump))
                     continue
+                if row.get("parses"):
+                    bump("parses", "decode", n=int(row["parses"]))
                 if is_self_part(row):   # recombined in the store (recombine.py), not staged as an event
                     bump("self_parts")
                     self_parts.append(part_doc(row))
@@ -304,6 +307,8 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
                 if handover is not None:
                     handover[row["event_hash"]] = (row.get("key"), handover_record(row))
             staged = _store_module().GraphStore.stage_partition(config.dsn, batch_id, part, events, handover, self_parts)
+            if events.parses:
+                bump("parses", "staging", n=events.parses)
             # freed while the collector is still paused: objects that die are dropped from its young generation,
             # live ones would all be walked by the collection the next allocation starts (33 of the workers'
             # 655 py-spy samples in lineage bench --events 20000, 2026-11-26, on the line leaving the block)
@@ -327,18 +332,21 @@ def _event_texts(changed: dict[str, Any] | None) -> dict[str, str] | None:
     return dict(zip(events.column("event_hash").to_pylist(), events.column("payload").to_pylist(), strict=True))
 
 
-class ParsedOnRead(Sequence[StoredEvent]):
-    """The staging pass's accepted events, each kept as its text and parsed only when read: a slice is a list of
-    fresh :class:`~sink.model.StoredEvent` objects. ``GraphStore.stage_partition`` derives a partition
-    :data:`sink.postgres._STREAM_EVENTS` events at a time, so only one chunk's parsed events are alive at once,
-    not the whole partition's (a parsed demo event holds ~30 kB of Python objects against its 4 kB text: with all
-    of them kept, each staging worker grew by ~235 MB from 5,000- to 20,000-event batches, ``lineage bench``
-    2026-11-28, session 28)."""
+class ParsedOnRead(Sequence[Any]):
+    """The staging pass's accepted events, each kept as what :func:`stored_event` needs and read a slice at a time:
+    an event decode derived (its row's ``graph``, stream_processor/decode.py) as a :class:`sink.derive.DerivedEvent`
+    with those rows, any other as a fresh :class:`~sink.model.StoredEvent` parsed from its text on read.
+    ``GraphStore.stage_partition`` derives a partition :data:`sink.postgres._STREAM_EVENTS` events at a time, so
+    only one chunk's parsed events are alive at once, not the whole partition's (a parsed demo event holds ~30 kB
+    of Python objects against its 4 kB text: with all of them kept, each staging worker grew by ~235 MB from 5,000-
+    to 20,000-event batches, ``lineage bench`` 2026-11-28, session 28). ``parses``: the texts parsed so far (the
+    ``stage="staging"`` count of ``lineage_event_parses_total``: 0 when decode derived every event)."""
 
-    __slots__ = ("_rows",)
+    __slots__ = ("_rows", "parses")
 
     def __init__(self) -> None:
-        self._rows: list[tuple[str, str, str, int]] = []
+        self._rows: list[tuple[str, str, str, int, Any]] = []
+        self.parses = 0
 
     def append(self, row: dict[str, Any]) -> None:
         """Keep what :func:`stored_event` needs of an accepted decoded row (not the row)."""
@@ -349,26 +357,32 @@ class ParsedOnRead(Sequence[StoredEvent]):
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
-            return [_parsed(r) for r in self._rows[index]]
-        return _parsed(self._rows[index])
+            return [self._read(r) for r in self._rows[index]]
+        return self._read(self._rows[index])
+
+    def _read(self, kept: tuple[str, str, str, int, Any]) -> Any:
+        text, event_hash, source, revision, graph = kept
+        if graph is not None:
+            return DerivedEvent(event_hash=event_hash, source=source, text=text, revision=revision, tables=graph)
+        self.parses += 1
+        return _parsed(kept)
 
     def clear(self) -> None:
         self._rows.clear()
 
 
-def _parsed(kept: tuple[str, str, str, int]) -> StoredEvent:
-    text, event_hash, source, revision = kept
+def _parsed(kept: tuple[str, str, str, int, Any]) -> StoredEvent:
+    text, event_hash, source, revision, _graph = kept
     return StoredEvent(event=loads(text), event_hash=event_hash, source=source, revision=revision, text=text)
 
 
-def _kept(row: dict[str, Any]) -> tuple[str, str, str, int]:
-    return (row["event_json"], row["event_hash"],
-            f"{row['source_topic']}[{row['source_partition']}]@{row['source_offset']}", int(row.get("revision") or 0))
+def _kept(row: dict[str, Any]) -> tuple[str, str, str, int, Any]:
+    return row["event_json"], row["event_hash"], source_of(row), int(row.get("revision") or 0), row.get("graph")
 
 
 def stored_event(row: dict[str, Any]) -> StoredEvent:
-    """The :class:`~sink.model.StoredEvent` of an accepted decoded row (the staging pass's, through
-    :class:`ParsedOnRead`, and the recombined events' in :func:`stream_processor.recombine.recombine_in_store`)."""
+    """The :class:`~sink.model.StoredEvent` of an accepted decoded row, parsed from its text (the staging pass's
+    events decode did not derive, through :class:`ParsedOnRead`)."""
     return _parsed(_kept(row))
 
 
@@ -716,6 +730,8 @@ class GraphBatchWriter:
             handover=self.config.publish_enriched), on_failure=self._reset_self_store)
         if step.emitted:
             counts[("recombined", "", "")] = counts.get(("recombined", "", ""), 0) + step.emitted
+        if step.parses:
+            counts[("parses", "recombine", "")] = counts.get(("parses", "recombine", ""), 0) + step.parses
         # gauges, not sums: the groups the store holds after this batch's step
         counts[("self_groups", "pending", "")] = step.pending
         counts[("self_groups", "held", "")] = step.held

@@ -11,6 +11,7 @@ from benchmarks.e2e_bench import _demo_values
 from stream_processor.decode import (
     NARROW_COLUMNS,
     PACKED_COLUMNS,
+    PACKED_EXTRA,
     arrow_decoded_schema,
     decode_batches,
     full_rows,
@@ -44,7 +45,18 @@ def test_packed_batches_read_back_as_the_wide_rows(ts):
     packed_batches = list(decode_batches(iter([_source(values, ts)]), packed=True))
     assert all(b.schema.names == [*NARROW_COLUMNS, "packed"] for b in packed_batches)
     packed = [r for b in packed_batches for r in full_rows(b)]
+    extras = [{name: r.pop(name) for name in PACKED_EXTRA} for r in packed]
     assert len(wide) >= len(values) and packed == wide
+    # and what only the packed rows carry: the parse each message took, the graph rows of each plain event
+    ok = [(r, x) for r, x in zip(packed, extras, strict=True) if r["status"] == "ok"]
+    parts = [x for r, x in ok if r["has_self"] and r["run_id"]]
+    plain = [x for r, x in ok if not (r["has_self"] and r["run_id"])]
+    assert parts and plain
+    assert all(x["graph"] is None for x in parts) and all(x["graph"] is not None for x in plain)
+    assert all(x["graph"] is None and x["parses"] is None
+               for r, x in zip(packed, extras, strict=True) if r["status"] != "ok")
+    messages = {(r["source_partition"], r["source_offset"]) for r, _ in ok}
+    assert sum(x["parses"] for _, x in ok) == len(messages)   # one parse per message, an Evo document's too
     assert sum(r["status"] != "ok" for r in packed) == 3
     assert any(r["raw_headers"] == [{"key": "h", "value": b"\x01"}] for r in packed)
 
@@ -78,3 +90,19 @@ def test_a_naive_kafka_timestamp_is_read_as_utc():
     row = {name: None for name in PACKED_COLUMNS}
     row["kafka_timestamp"] = datetime(2024, 1, 2, 3, 4, 5, 6)
     assert unpack_row(pack_row(row))["kafka_timestamp"] == datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=UTC)
+
+
+def test_an_event_the_deriver_refuses_is_left_for_the_staging_pass_to_derive():
+    """Decode derives what it can; an event the deriver refuses gets no graph rows (the staging pass parses and
+    derives it again, and reports its reason there), and decoding goes on."""
+    from stream_processor.decode import DecodedColumns
+
+    columns = DecodedColumns(packed=True)
+    row = {"event_hash": "h", "event_json": "{}", "source_topic": "t", "source_partition": 0, "source_offset": 1}
+    refused = {"eventTime": "2024-01-01T00:00:00Z", "eventType": "COMPLETE", "run": {"runId": "r"},
+               "job": {"namespace": "n", "name": "j"}, "outputs": [{"namespace": "n", "name": "o",
+                                                                   "facets": {"schema": {"fields": 7}}}]}
+    assert columns._derived(refused, row) is None
+    fine = {**refused, "outputs": [{"namespace": "n", "name": "o"}]}
+    graph = columns._derived(fine, row)
+    assert graph is not None and graph[0][0][8] == "t[0]@1" and graph[0][0][9] is None   # source; no payload

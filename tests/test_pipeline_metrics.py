@@ -41,7 +41,8 @@ def test_batch_report_and_progress_reach_the_endpoint():
     report = BatchReport(
         batch_id=3, result=BatchResult(3, events_in=5, events_new=4, duplicates=1, rows_by_table={"lineage_runs": 4}),
         counts={("consumed", "t", "avro"): 5, ("rejected", "decode.json", "DecodeError"): 2,
-                ("ts_bucket", "1000", ""): 5, ("self_groups", "pending", ""): 4, ("self_groups", "held", ""): 9},
+                ("ts_bucket", "1000", ""): 5, ("self_groups", "pending", ""): 4, ("self_groups", "held", ""): 9,
+                ("parses", "decode", ""): 5, ("parses", "recombine", ""): 3},
         committed_at=3.0, duration_seconds=0.5)
     m.on_batch(report)
     m.on_progress(_Progress())
@@ -51,6 +52,9 @@ def test_batch_report_and_progress_reach_the_endpoint():
                for f in text_string_to_metric_families(text) for s in f.samples}
     assert samples[("lineage_events_consumed_total", (("encoding", "avro"), ("topic", "t")))] == 5
     assert samples[("lineage_events_rejected_total", (("reason", "decode.json"),))] == 2
+    assert samples[("lineage_event_parses_total", (("stage", "decode"),))] == 5
+    assert samples[("lineage_event_parses_total", (("stage", "recombine"),))] == 3
+    assert samples[("lineage_event_parses_total", (("stage", "staging"),))] == 0   # exported from the start
     assert samples[("lineage_duplicates_dropped_total", (("stage", "sink"),))] == 1
     assert samples[("lineage_duplicates_dropped_total", (("stage", "state"),))] == 2
     assert samples[("lineage_consumer_lag_records", (("partition", "0"), ("topic", "t")))] == 2

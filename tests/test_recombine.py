@@ -69,6 +69,14 @@ def test_parts_straddling_batches_then_a_late_part(spark, kafka_bootstrap, topic
         # (stopping the query in between is a re-run on restart, not a lost record, but this test stops for good)
         h.wait_for(lambda: h.total("enriched") >= 3, message="enriched records of all three")
         assert h.total("rejected") == 1  # the self_link that points at no $self output
+        # parse once (issue 18): each event's message parsed by decode, never again by the staging pass; a part's
+        # text is read back from the store once per emission of its group (2 parts, then all 3)
+        parses = {}
+        for report in h.reports:
+            for (metric, stage, _), n in report.counts.items():
+                if metric == "parses":
+                    parses[stage] = parses.get(stage, 0) + n
+        assert parses == {"decode": 4, "recombine": 2 + 3}
 
     enriched = [r for r in read_records(kafka_bootstrap, topic_names["enriched"], max_records=3,
                                         idle_timeout_seconds=15)]
