@@ -282,9 +282,10 @@ class DecodedColumns:
     without handing them to the JVM as Kafka columns first.
     """
 
-    def __init__(self, registry_url: str | None = None, packed: bool = False) -> None:
+    def __init__(self, registry_url: str | None = None, packed: bool = False, derive: bool = True) -> None:
         self.registry_url = registry_url
         self.packed = packed
+        self.derive = packed and derive
         #: packed rows carry their event's graph rows, derived here from the event decode parsed (module doc)
         self._deriver: Any = None
         self.schema = arrow_packed_schema() if packed else arrow_decoded_schema()
@@ -299,7 +300,7 @@ class DecodedColumns:
         A rejected row keeps the message's coordinates, raw bytes and headers for the dead-letter topic."""
         self.messages += 1
         cols, names = self.cols, self._names
-        for row in decode_record(value, headers, self.registry_url, keep_event=self.packed):
+        for row in decode_record(value, headers, self.registry_url, keep_event=self.derive):
             event = row.pop("_event", None)
             rejected = row["status"] != "ok"
             if rejected:
@@ -341,13 +342,15 @@ class DecodedColumns:
         return batch
 
 
-def decode_batches(batches: Iterator[Any], registry_url: str | None = None, packed: bool = False) -> Iterator[Any]:
+def decode_batches(batches: Iterator[Any], registry_url: str | None = None, packed: bool = False,
+                   derive: bool = True) -> Iterator[Any]:
     """``mapInArrow`` body: source columns (native Kafka schema) -> :data:`DECODED_SCHEMA` rows, or with
-    ``packed`` :data:`PACKED_SCHEMA` rows (module doc), one output batch per input batch."""
+    ``packed`` :data:`PACKED_SCHEMA` rows (module doc), one output batch per input batch; ``derive``: packed rows
+    carry their events' graph rows (:class:`DecodedColumns`)."""
     from .worker_heap import freeze_imports
 
     freeze_imports()
-    out = DecodedColumns(registry_url, packed)
+    out = DecodedColumns(registry_url, packed, derive)
     for batch in batches:
         d = batch.to_pydict()
         values, keys, timestamps = d["value"], d["key"], d["timestamp"]

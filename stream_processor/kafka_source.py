@@ -12,8 +12,9 @@ an executor with a group-less consumer (``assign()``) and returned as Arrow reco
 Options: ``kafka.bootstrap.servers``, ``subscribe`` (comma list) or ``subscribePattern``,
 ``startingOffsets`` (``earliest`` | ``latest`` | JSON), ``maxOffsetsPerTrigger`` (a read limit),
 ``pollTimeoutMs``, ``chunkTimeoutSeconds`` (how long a chunk group may stay incomplete, see
-:func:`read_range`), ``tickSeconds`` (below), ``minPartitions`` (:func:`split_ranges`), ``decode`` and
-``registryUrl`` (below) and any ``kafka.<librdkafka key>``.
+:func:`read_range`), ``tickSeconds`` (below), ``minPartitions`` (:func:`split_ranges`), ``decode``, ``derive``
+(``false``: the decoded rows carry no graph rows, ``LINEAGE_DERIVE_AT_DECODE``) and ``registryUrl`` (below) and
+any ``kafka.<librdkafka key>``.
 
 **Decoding in the reader.** With ``decode`` = ``packed`` the source's schema is
 :data:`stream_processor.decode.READER_PACKED_SCHEMA` (``PACKED_SCHEMA`` and ``planned_at``, when the batch's
@@ -616,6 +617,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         #: "packed": the reader tasks decode (module doc, "Decoding in the reader"); "none": Kafka's columns
         self.decode = decode_option(options)
         self.registry_url = opts.get("registryurl") or None
+        #: with decode=packed: decode derives the events' graph rows too (``LINEAGE_DERIVE_AT_DECODE``; decode.py)
+        self.derive = str(opts.get("derive", "true")).lower() != "false"
         self._probe: HighWatermarkProbe | None = None
         self._known: dict[tuple[str, int], int] = {}
         self._target: dict[tuple[str, int], int] | None = None
@@ -761,7 +764,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from .worker_heap import freeze_imports
 
         freeze_imports()
-        decoded = DecodedColumns(self.registry_url, packed=True) if self.decode == "packed" else None
+        decoded = DecodedColumns(self.registry_url, packed=True, derive=self.derive) if self.decode == "packed" else None
         yield from read_range(partition, chunk_timeout_seconds=self.chunk_timeout_seconds, decoded=decoded)
 
     def commit(self, end: dict) -> None:

@@ -97,10 +97,10 @@ def decoded_stream(spark: Any, settings: ProcessorSettings, source: Any = None, 
     if source is None and fuse_decode and source_format(spark, settings) == "lineage_kafka":
         return read_kafka(spark, settings, tick_seconds, decode=True)
     source = source if source is not None else read_kafka(spark, settings, tick_seconds)
-    registry_url = settings.registry_url
+    registry_url, derive = settings.registry_url, settings.derive_at_decode
 
     def decode(batches: Any) -> Any:
-        return decode_batches(batches, registry_url, packed=True)
+        return decode_batches(batches, registry_url, packed=True, derive=derive)
 
     return source.mapInArrow(decode, PACKED_SCHEMA)
 

@@ -106,3 +106,14 @@ def test_an_event_the_deriver_refuses_is_left_for_the_staging_pass_to_derive():
     fine = {**refused, "outputs": [{"namespace": "n", "name": "o"}]}
     graph = columns._derived(fine, row)
     assert graph is not None and graph[0][0][8] == "t[0]@1" and graph[0][0][9] is None   # source; no payload
+
+
+def test_without_derive_the_packed_rows_carry_texts_only():
+    """``LINEAGE_DERIVE_AT_DECODE=false`` (the source's ``derive=false``): no graph rows, the staging pass derives."""
+    from stream_processor.settings import ProcessorSettings
+
+    batches = list(decode_batches(iter([_source(list(_demo_values(10)), None)]), packed=True, derive=False))
+    rows = [r for b in batches for r in full_rows(b)]
+    assert rows and all(r["graph"] is None for r in rows) and any(r["parses"] == 1 for r in rows)
+    assert ProcessorSettings(derive_at_decode=False).source_options()["derive"] == "false"
+    assert "derive" not in ProcessorSettings().source_options()
