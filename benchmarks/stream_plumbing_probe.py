@@ -10,6 +10,11 @@ is no Spark operator: its cost is that staging row here and the finisher's step 
 batch's commit to the last one's, per event of those batches, is what the plumbing costs; the rest of the
 full pipeline's figure is the graph's.
 
+Since session 39 decode also derives each plain event's graph rows from the event it parsed (issue 18's "parse
+once"; ``LINEAGE_DERIVE_AT_DECODE``, on by default), work that was the staging pass's: with the default this
+figure includes that derivation and the graph rows' bytes through the JVM. The plumbing alone, as measured up to
+session 38: ``LINEAGE_DERIVE_AT_DECODE=false python -m benchmarks.stream_plumbing_probe``.
+
 Run from the repository root (it imports benchmarks.e2e_bench and benchmarks.idle_cpu). Prints figures; asserts nothing.
 
 Up to session 10 (the query with the `$self` operator) - measured 2026-11-23 (20,000 demo events, batches of 5,000, machine otherwise quiet): batches 2..5, 15,027
