@@ -45,6 +45,21 @@ def _row(text: str, digest: str, offset: int) -> dict[str, Any]:
             "key": f"k{offset}".encode()}
 
 
+def _filled(events: ParsedOnRead, rows: list[dict[str, Any]]) -> Any:
+    for row in rows:
+        events.append(row)
+    return events
+
+
+def _staged(conn: psycopg.Connection, table: str, batch_id: int) -> list[tuple]:
+    """The rows of staging ``table`` staged as ``batch_id``, every column but the batch id, in a fixed order."""
+    columns = [c for (c,) in conn.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = %s AND column_name <> 'batch_id' "
+        "ORDER BY ordinal_position", (table,)).fetchall()]
+    return conn.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE batch_id = %s "
+                        f"ORDER BY {', '.join(c + '::text' for c in columns)}", (batch_id,)).fetchall()
+
+
 class _Counting(ParsedOnRead):
     """:class:`ParsedOnRead` counting the parsed events alive (a finalizer on each), and the most at once."""
 
@@ -87,9 +102,7 @@ def test_staging_from_texts_holds_one_chunk_of_parsed_events_and_stages_the_same
     n = 3 * _STREAM_EVENTS + 17
     rows = _rows(n)
     handover = {r["event_hash"]: (r["key"], handover_record(r)) for r in rows}
-    lazy = _Counting()
-    for row in rows:
-        lazy.append(row)
+    lazy = _filled(_Counting(), rows)
     GraphStore(pg_dsn).migrate()
     staged_lazy = GraphStore.stage_partition(pg_dsn, 7_100_001, 0, lazy, handover)
     staged_list = GraphStore.stage_partition(pg_dsn, 7_100_002, 0, [stored_event(r) for r in rows], handover)
@@ -99,12 +112,8 @@ def test_staging_from_texts_holds_one_chunk_of_parsed_events_and_stages_the_same
     tables = ("stg_events", "stg_provenance", "stg_dataset_versions", "stg_edges", "stg_event_keys")
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         for table in tables:
-            columns = [c for (c,) in conn.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = %s AND column_name <> "
-                "'batch_id' ORDER BY ordinal_position", (table,)).fetchall()]
-            select = f"SELECT {', '.join(columns)} FROM {table} WHERE batch_id = %s ORDER BY {', '.join(columns)}"
-            got = conn.execute(select, (7_100_001,)).fetchall()
-            assert got and got == conn.execute(select, (7_100_002,)).fetchall(), table
+            got = _staged(conn, table, 7_100_001)
+            assert got and got == _staged(conn, table, 7_100_002), table
         # the rejected event's record carries its text, as with parsed events
         keys, record = conn.execute("SELECT keys, record FROM stg_event_keys WHERE batch_id = 7100001 AND "
                                     "event_hash = 'bad-event'").fetchone()
@@ -132,9 +141,7 @@ def test_events_derived_at_decode_stage_what_their_parsed_texts_stage(pg_dsn):
     rows = _decoded_rows()
     assert len(rows) > 600 and all(r["graph"] is not None for r in rows)
     handover = {r["event_hash"]: (r["key"], handover_record(r)) for r in rows}
-    derived = ParsedOnRead()
-    for row in rows:
-        derived.append(row)
+    derived = _filled(ParsedOnRead(), rows)
     GraphStore(pg_dsn).migrate()
     staged = GraphStore.stage_partition(pg_dsn, 7_100_003, 0, derived, handover)
     assert derived.parses == 0
@@ -145,9 +152,4 @@ def test_events_derived_at_decode_stage_what_their_parsed_texts_stage(pg_dsn):
                                              "LIKE 'stg\\_%' AND table_name <> 'stg_self_parts'").fetchall()]
         assert "stg_column_lineage" in tables and "stg_event_keys" in tables
         for table in tables:
-            columns = [c for (c,) in conn.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = %s AND column_name <> "
-                "'batch_id' ORDER BY ordinal_position", (table,)).fetchall()]
-            select = (f"SELECT {', '.join(columns)} FROM {table} WHERE batch_id = %s "
-                      f"ORDER BY {', '.join(c + '::text' for c in columns)}")
-            assert conn.execute(select, (7_100_003,)).fetchall() == conn.execute(select, (7_100_004,)).fetchall(), table
+            assert _staged(conn, table, 7_100_003) == _staged(conn, table, 7_100_004), table
