@@ -1092,6 +1092,11 @@ _PAYLOAD = STAGING_COLUMNS["stg_events"].index("payload")
 _TABLES = tuple(STAGING_COLUMNS)
 
 
+def _with_payload(row: tuple[Any, ...], payload: str | None) -> tuple[Any, ...]:
+    """``stg_events`` ``row`` with ``payload`` in its payload column."""
+    return row[:_PAYLOAD] + (payload,) + row[_PAYLOAD + 1:]
+
+
 @dataclass(frozen=True)
 class DerivedEvent:
     """An event whose rows were derived where it was parsed (the stream's decode, :class:`EventDeriver`): what the
@@ -1112,7 +1117,7 @@ class EventDeriver:
     memoises them across a partition's. The rows equal :func:`derive_event`'s of the event parsed from its
     canonical text, but for the key order inside JSON values and the order of rows the event's objects make
     (the validated event has the producer's key order, the canonical text sorted keys); the store reads those
-    values as ``jsonb`` and reduces rows per key, so the graph is the same (tests/test_derive_in_decode.py)."""
+    values as ``jsonb`` and reduces rows per key, so the graph is the same (tests/test_parsed_on_read.py)."""
 
     def __init__(self) -> None:
         self._deriver = _Deriver(None)
@@ -1127,7 +1132,7 @@ class EventDeriver:
         deriver.event(stored)
         tables = deriver.t
         events = tables["stg_events"]
-        events[0] = events[0][:_PAYLOAD] + (None,) + events[0][_PAYLOAD + 1:]
+        events[0] = _with_payload(events[0], None)
         return tuple(tables[name] for name in _TABLES)
 
 
@@ -1164,14 +1169,10 @@ class BatchDeriver:
              on_event: Callable[[StoredEvent, dict[str, list[tuple[Any, ...]]]], None] | None = None) -> None:
         for stored in events:
             if type(stored) is DerivedEvent:   # derived at decode: its rows, the text back in its event row
-                derived = stored.tables
-                row = derived[0][0]
-                own = {}
-                for name, rows in zip(_TABLES, derived, strict=True):
-                    if name == "stg_events":
-                        rows = [row[:_PAYLOAD] + (stored.text,) + row[_PAYLOAD + 1:]]
+                own = dict(zip(_TABLES, stored.tables, strict=True))
+                own["stg_events"] = [_with_payload(own["stg_events"][0], stored.text)]
+                for name, rows in own.items():
                     tables[name] += rows
-                    own[name] = rows
                 if on_event is not None:
                     on_event(stored, own)
                 continue

@@ -288,6 +288,7 @@ class DecodedColumns:
         self.derive = packed and derive
         #: packed rows carry their event's graph rows, derived here from the event decode parsed (module doc)
         self._deriver: Any = None
+        self._stored: Any = None
         self.schema = arrow_packed_schema() if packed else arrow_decoded_schema()
         self._names = NARROW_COLUMNS if packed else tuple(self.schema.names)
         self.cols: dict[str, list[Any]] = {n: [] for n in self.schema.names}
@@ -312,19 +313,20 @@ class DecodedColumns:
             for name in names:
                 cols[name].append(row.get(name))
             if self.packed:
-                if event is not None and not (row["has_self"] and row.get("run_id")):   # not a `$self` part
+                # not a `$self` part (recombine.is_self_part's test, without importing recombine's pandas here)
+                if event is not None and not (row["has_self"] and row.get("run_id")):
                     row["graph"] = self._derived(event, row)
                 cols["packed"].append(pack_row(row))
 
     def _derived(self, event: dict[str, Any], row: dict[str, Any]) -> Any:
         """The graph rows of an accepted event (:meth:`sink.derive.EventDeriver.rows`), or None when the deriver
         refuses it: the staging pass derives that one from its text again and reports why."""
-        from sink.derive import EventDeriver
-        from sink.model import StoredEvent
+        if self._deriver is None:   # imported once per task, not per event
+            from sink.derive import EventDeriver
+            from sink.model import StoredEvent
 
-        if self._deriver is None:
-            self._deriver = EventDeriver()
-        stored = StoredEvent(event=event, event_hash=row["event_hash"], text=row["event_json"], source=source_of(row))
+            self._deriver, self._stored = EventDeriver(), StoredEvent
+        stored = self._stored(event=event, event_hash=row["event_hash"], text=row["event_json"], source=source_of(row))
         try:
             return self._deriver.rows(stored)
         except (EventValidationError, TypeError, AttributeError, KeyError, ValueError):

@@ -123,7 +123,7 @@ def _part_of(row: Any) -> dict[str, Any]:
 def recombined_row(parts: list[dict[str, Any]], revision: int, new_parts: int) -> dict[str, Any]:
     """The decoded row (every :data:`RECOMBINED_SCHEMA` column, times as UTC datetimes) of the event
     :func:`merge_parts` makes of ``parts``: revision ``revision``, ``parts`` = the ``new_parts`` it adds.
-    Its Kafka coordinates and key are the last-arrived part's."""
+    Its Kafka coordinates and key are the last-arrived part's; ``_event`` (no column) is the merged event itself."""
     from datetime import datetime
 
     from schemas.identity import canonical_json_hashed
