@@ -55,8 +55,8 @@ NARROW_COLUMNS = ("status", "event_hash", "event_time", "has_self", "run_id", "e
 PACKED_COLUMNS = tuple(c.split(" ", 1)[0] for c in DECODED_SCHEMA.split(", ") if c.split(" ", 1)[0] not in NARROW_COLUMNS)
 #: What a packed value holds beyond the wide columns, for the staging pass only (never a Spark column): ``parses``,
 #: the parses decode made (:func:`decode_record`), and ``graph``, the event's graph rows derived at decode
-#: (:meth:`sink.derive.EventDeriver.rows`; None for a `$self` part, a rejected row, or an event decode could not
-#: derive, which the staging pass then parses and derives as before).
+#: (:meth:`sink.derive.EventDeriver.rows`, ``marshal``-ed on their own; None for a `$self` part, a rejected row, or
+#: an event decode could not derive, which the staging pass then parses and derives as before).
 PACKED_EXTRA = ("parses", "graph")
 PACKED_FIELDS = PACKED_COLUMNS + PACKED_EXTRA
 PACKED_SCHEMA = ("status string, event_hash string, event_time timestamp, has_self boolean, run_id string, "
@@ -315,7 +315,11 @@ class DecodedColumns:
             if self.packed:
                 # not a `$self` part (recombine.is_self_part's test, without importing recombine's pandas here)
                 if event is not None and not (row["has_self"] and row.get("run_id")):
-                    row["graph"] = self._derived(event, row)
+                    graph = self._derived(event, row)
+                    # marshalled on its own: the staging pass keeps a partition's events and reads them back a
+                    # chunk at a time, so the rows stay bytes until then (~4.3 kB for a demo event against ~9.7 kB
+                    # as Python tuples; lineage bench's peak, session 40)
+                    row["graph"] = None if graph is None else marshal.dumps(graph, 4)
                 cols["packed"].append(pack_row(row))
 
     def _derived(self, event: dict[str, Any], row: dict[str, Any]) -> Any:

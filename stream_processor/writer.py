@@ -90,6 +90,7 @@ re-runs that pass (staging replaces ``(batch_id, part)``; published records are 
 from __future__ import annotations
 
 import logging
+import marshal
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -334,8 +335,8 @@ def _event_texts(changed: dict[str, Any] | None) -> dict[str, str] | None:
 
 class ParsedOnRead(Sequence[Any]):
     """The staging pass's accepted events, each kept as what :func:`stored_event` needs and read a slice at a time:
-    an event decode derived (its row's ``graph``, stream_processor/decode.py) as a :class:`sink.derive.DerivedEvent`
-    with those rows, any other as a fresh :class:`~sink.model.StoredEvent` parsed from its text on read.
+    an event decode derived (its row's ``graph``, stream_processor/decode.py: marshalled rows, kept as bytes until
+    read) as a :class:`sink.derive.DerivedEvent` with those rows, any other as a fresh :class:`~sink.model.StoredEvent` parsed from its text on read.
     ``GraphStore.stage_partition`` derives a partition :data:`sink.postgres._STREAM_EVENTS` events at a time, so
     only one chunk's parsed events are alive at once, not the whole partition's (a parsed demo event holds ~30 kB
     of Python objects against its 4 kB text: with all of them kept, each staging worker grew by ~235 MB from 5,000-
@@ -363,7 +364,8 @@ class ParsedOnRead(Sequence[Any]):
     def _read(self, kept: tuple[str, str, str, int, Any]) -> Any:
         text, event_hash, source, revision, graph = kept
         if graph is not None:
-            return DerivedEvent(event_hash=event_hash, source=source, text=text, revision=revision, tables=graph)
+            return DerivedEvent(event_hash=event_hash, source=source, text=text, revision=revision,
+                                tables=marshal.loads(graph))
         self.parses += 1
         return _parsed(kept)
 
