@@ -317,8 +317,8 @@ class DecodedColumns:
                 if event is not None and not (row["has_self"] and row.get("run_id")):
                     graph = self._derived(event, row)
                     # marshalled on its own: the staging pass keeps a partition's events and reads them back a
-                    # chunk at a time, so the rows stay bytes until then (~4.3 kB for a demo event against ~9.7 kB
-                    # as Python tuples; lineage bench's peak, session 40)
+                    # chunk at a time, so the rows stay bytes until then (~4.1 kB for a demo event against ~9.7 kB
+                    # as Python tuples; docs/PERFORMANCE.md, session 40)
                     row["graph"] = None if graph is None else marshal.dumps(graph, 4)
                 cols["packed"].append(pack_row(row))
 

@@ -333,10 +333,16 @@ def _event_texts(changed: dict[str, Any] | None) -> dict[str, str] | None:
     return dict(zip(events.column("event_hash").to_pylist(), events.column("payload").to_pylist(), strict=True))
 
 
+#: What :class:`ParsedOnRead` keeps of an accepted row: its text, hash, source, revision and the graph rows decode
+#: derived, marshalled (None: the staging pass parses the text).
+_Kept = tuple[str, str, str, int, bytes | None]
+
+
 class ParsedOnRead(Sequence[Any]):
     """The staging pass's accepted events, each kept as what :func:`stored_event` needs and read a slice at a time:
     an event decode derived (its row's ``graph``, stream_processor/decode.py: marshalled rows, kept as bytes until
-    read) as a :class:`sink.derive.DerivedEvent` with those rows, any other as a fresh :class:`~sink.model.StoredEvent` parsed from its text on read.
+    read) as a :class:`sink.derive.DerivedEvent` with those rows, any other as a fresh :class:`~sink.model.StoredEvent`
+    parsed from its text on read.
     ``GraphStore.stage_partition`` derives a partition :data:`sink.postgres._STREAM_EVENTS` events at a time, so
     only one chunk's parsed events are alive at once, not the whole partition's (a parsed demo event holds ~30 kB
     of Python objects against its 4 kB text: with all of them kept, each staging worker grew by ~235 MB from 5,000-
@@ -346,7 +352,7 @@ class ParsedOnRead(Sequence[Any]):
     __slots__ = ("_rows", "parses")
 
     def __init__(self) -> None:
-        self._rows: list[tuple[str, str, str, int, Any]] = []
+        self._rows: list[_Kept] = []
         self.parses = 0
 
     def append(self, row: dict[str, Any]) -> None:
@@ -361,7 +367,7 @@ class ParsedOnRead(Sequence[Any]):
             return [self._read(r) for r in self._rows[index]]
         return self._read(self._rows[index])
 
-    def _read(self, kept: tuple[str, str, str, int, Any]) -> Any:
+    def _read(self, kept: _Kept) -> Any:
         text, event_hash, source, revision, graph = kept
         if graph is not None:
             return DerivedEvent(event_hash=event_hash, source=source, text=text, revision=revision,
@@ -373,12 +379,12 @@ class ParsedOnRead(Sequence[Any]):
         self._rows.clear()
 
 
-def _parsed(kept: tuple[str, str, str, int, Any]) -> StoredEvent:
+def _parsed(kept: _Kept) -> StoredEvent:
     text, event_hash, source, revision, _graph = kept
     return StoredEvent(event=loads(text), event_hash=event_hash, source=source, revision=revision, text=text)
 
 
-def _kept(row: dict[str, Any]) -> tuple[str, str, str, int, Any]:
+def _kept(row: dict[str, Any]) -> _Kept:
     return row["event_json"], row["event_hash"], source_of(row), int(row.get("revision") or 0), row.get("graph")
 
 
