@@ -17,8 +17,9 @@ sample in a ``lineage bench`` drain, ~4 % of a core at one sample a second, whic
 tree's RSS passes the highest RSS at which PSS was read by :data:`PSS_STEP`, and at every :data:`PSS_EVERY`-th
 sample: the peak PSS is that of the samples where the RSS peaked (and of the periodic ones).
 
-Output: a table, and with ``--json FILE``
-``{"wall_seconds", "peak_rss_bytes", "peak_pss_bytes", "rss_by_kind", "pss_by_kind", "processes_by_kind"}``.
+Output: a table (each kind's own peak, and its RSS in the sample where the tree peaked), and with ``--json FILE``
+``{"wall_seconds", "peak_rss_bytes", "peak_pss_bytes", "rss_by_kind", "pss_by_kind", "processes_by_kind",
+"rss_at_peak_by_kind", "peak_at_seconds"}``.
 """
 
 from __future__ import annotations
@@ -124,6 +125,8 @@ def measure(argv: list[str], interval: float = 1.0) -> dict[str, object]:
     procs_by: dict[str, int] = {}
     pss_at = 0   # the tree's RSS at the last sample that read PSS
     samples = 0
+    at_peak: dict[str, int] = {}   # each kind's RSS in the sample where the tree's RSS peaked
+    peak_at = 0.0
     while proc.poll() is None:
         pids = tree_pids(proc.pid)
         now = sample(proc.pid, kinds, pss=False, pids=pids)
@@ -135,26 +138,31 @@ def measure(argv: list[str], interval: float = 1.0) -> dict[str, object]:
             for kind, (_tree_rss, pss, _n) in now.items():
                 pss_by[kind] = max(pss_by.get(kind, 0), pss)
         samples += 1
-        peak_rss = max(peak_rss, sum(v[0] for v in now.values()))
+        tree_now = sum(v[0] for v in now.values())
+        if tree_now > peak_rss:
+            peak_rss, peak_at = tree_now, time.time() - began
+            at_peak = {kind: v[0] for kind, v in now.items()}
         for kind, (rss, _pss, n) in now.items():
             rss_by[kind] = max(rss_by.get(kind, 0), rss)
             procs_by[kind] = max(procs_by.get(kind, 0), n)
         time.sleep(interval)
     return {"wall_seconds": round(time.time() - began, 1), "exit_code": proc.returncode,
             "peak_rss_bytes": peak_rss, "peak_pss_bytes": peak_pss,
-            "rss_by_kind": rss_by, "pss_by_kind": pss_by, "processes_by_kind": procs_by}
+            "rss_by_kind": rss_by, "pss_by_kind": pss_by, "processes_by_kind": procs_by,
+            "rss_at_peak_by_kind": at_peak, "peak_at_seconds": round(peak_at, 1)}
 
 
 def main(args: list[str] | None = None) -> int:
     ns, command = parse_wrapper_args(args, __doc__, 1.0)
     result = measure(command, ns.interval)
     mib = 1024 * 1024
-    print(f"{'kind':>20}  {'peak RSS MiB':>12}  {'peak PSS MiB':>12}  processes")
+    print(f"{'kind':>20}  {'peak RSS MiB':>12}  {'peak PSS MiB':>12}  {'at tree peak':>12}  processes")
     for kind in sorted(result["rss_by_kind"], key=lambda k: -result["rss_by_kind"][k]):  # type: ignore[index]
         print(f"{kind:>20}  {result['rss_by_kind'][kind] / mib:12.0f}  "  # type: ignore[index]
-              f"{result['pss_by_kind'].get(kind, 0) / mib:12.0f}  {result['processes_by_kind'][kind]}")  # type: ignore[index]
+              f"{result['pss_by_kind'].get(kind, 0) / mib:12.0f}  "  # type: ignore[index]
+              f"{result['rss_at_peak_by_kind'].get(kind, 0) / mib:12.0f}  {result['processes_by_kind'][kind]}")  # type: ignore[index]
     print(f"{'tree (peak of sums)':>20}  {result['peak_rss_bytes'] / mib:12.0f}  "  # type: ignore[operator]
-          f"{result['peak_pss_bytes'] / mib:12.0f}")  # type: ignore[operator]
+          f"{result['peak_pss_bytes'] / mib:12.0f}  at {result['peak_at_seconds']} s")  # type: ignore[operator]
     if ns.json_file:
         with open(ns.json_file, "w") as f:
             json.dump(result, f, indent=2)

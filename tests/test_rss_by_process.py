@@ -24,6 +24,10 @@ def test_peaks_of_a_command_and_its_child_are_counted_by_kind():
     assert result["processes_by_kind"] == {"driver": 1, "python": 1}
     assert result["peak_rss_bytes"] >= 250 * mib
     assert result["peak_pss_bytes"] <= result["peak_rss_bytes"]
+    # the breakdown of the sample where the tree peaked: both processes alive then, and it sums to the peak
+    at_peak = result["rss_at_peak_by_kind"]
+    assert set(at_peak) == {"driver", "python"} and sum(at_peak.values()) == result["peak_rss_bytes"]
+    assert 0 < result["peak_at_seconds"] <= result["wall_seconds"]
 
 
 def test_pss_is_read_where_the_rss_peaks_not_at_every_sample(monkeypatch):
