@@ -13,7 +13,7 @@ Options: ``kafka.bootstrap.servers``, ``subscribe`` (comma list) or ``subscribeP
 ``startingOffsets`` (``earliest`` | ``latest`` | JSON), ``maxOffsetsPerTrigger`` (a read limit),
 ``pollTimeoutMs``, ``chunkTimeoutSeconds`` (how long a chunk group may stay incomplete, see
 :func:`read_range`), ``tickSeconds`` (below), ``minPartitions`` (:func:`split_ranges`), ``decode``, ``derive``
-(``false``: the decoded rows carry no graph rows, ``LINEAGE_DERIVE_AT_DECODE``) and ``registryUrl`` (below) and
+(``true``: the decoded rows carry their graph rows, ``LINEAGE_DERIVE_AT_DECODE``; default false) and ``registryUrl`` (below) and
 any ``kafka.<librdkafka key>``.
 
 **Decoding in the reader.** With ``decode`` = ``packed`` the source's schema is
@@ -617,8 +617,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         #: "packed": the reader tasks decode (module doc, "Decoding in the reader"); "none": Kafka's columns
         self.decode = decode_option(options)
         self.registry_url = opts.get("registryurl") or None
-        #: with decode=packed: decode derives the events' graph rows too (``LINEAGE_DERIVE_AT_DECODE``; decode.py)
-        self.derive = str(opts.get("derive", "true")).lower() != "false"
+        #: with decode=packed: decode derives the events' graph rows too (``LINEAGE_DERIVE_AT_DECODE``, default off;
+        #: decode.py); the processor always passes it
+        self.derive = str(opts.get("derive", "false")).lower() == "true"
         self._probe: HighWatermarkProbe | None = None
         self._known: dict[tuple[str, int], int] = {}
         self._target: dict[tuple[str, int], int] | None = None

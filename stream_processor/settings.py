@@ -87,13 +87,16 @@ class ProcessorSettings(KafkaSecurity, BaseSettings):
     #: ``LINEAGE_SPARK_PACKAGES``: Maven coordinates for ``spark.jars.packages``, e.g. the native Kafka
     #: connector ``org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.1`` (docker-compose sets it).
     spark_packages: str | None = None
-    #: ``LINEAGE_DERIVE_AT_DECODE``: decode derives each plain event's graph rows from the event it parsed, and the
-    #: staging pass stages them without parsing the text again (issue 18: each event parsed once; docs/ARCHITECTURE.md,
-    #: "Parsed once"). False: decode hands on the text only, and the staging pass parses and derives it, as before
-    #: session 39: the derivation's CPU then runs in the staging tasks (``shuffle_partitions`` of them) instead of the
-    #: read tasks (one per Kafka partition), for a topic with fewer partitions than the executors have cores; each
-    #: event is then parsed twice (``lineage_event_parses_total{stage="staging"}``).
-    derive_at_decode: bool = True
+    #: ``LINEAGE_DERIVE_AT_DECODE``: true: decode derives each plain event's graph rows from the event it parsed, and
+    #: the staging pass stages them without parsing the text again (issue 18, item 1: each event parsed once;
+    #: docs/ARCHITECTURE.md, "Parsed once"). False (the default since session 42): decode hands on the text only,
+    #: and the staging pass parses and derives it, so each event is parsed twice
+    #: (``lineage_event_parses_total{stage="staging"}``). Why false: the parse it saves is ~14-20 us of orjson, the rows
+    #: it hands on instead (~4.2 kB marshalled, larger than the ~3.9 kB text) cost as much in Python to marshal and
+    #: compress and cross the JVM twice more (reader -> dedupe's shuffle -> staging worker); in 6 of 6 alternated
+    #: pairs of the goals command the drain ran 10-17 % more CPU per event with it on (docs/PERFORMANCE.md, session
+    #: 42). On, the derivation runs in the read tasks (one per Kafka partition) instead of the staging tasks.
+    derive_at_decode: bool = False
     #: ``LINEAGE_PUBLISH_ENRICHED`` / ``LINEAGE_PUBLISH_GRAPH``: publish downstream topics.
     publish_enriched: bool = True
     publish_graph: bool = True
@@ -156,8 +159,7 @@ class ProcessorSettings(KafkaSecurity, BaseSettings):
         options["probeRetrySeconds"] = str(self.source_probe_retry_seconds)
         if self.source_min_partitions:
             options["minPartitions"] = str(self.source_min_partitions)
-        if not self.derive_at_decode:
-            options["derive"] = "false"
+        options["derive"] = "true" if self.derive_at_decode else "false"
         return options
 
     def tick_interval(self) -> float:

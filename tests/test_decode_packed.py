@@ -109,11 +109,13 @@ def test_an_event_the_deriver_refuses_is_left_for_the_staging_pass_to_derive():
 
 
 def test_without_derive_the_packed_rows_carry_texts_only():
-    """``LINEAGE_DERIVE_AT_DECODE=false`` (the source's ``derive=false``): no graph rows, the staging pass derives."""
+    """``LINEAGE_DERIVE_AT_DECODE=false``, the default (the source's ``derive=false``): no graph rows, the staging
+    pass derives."""
     from stream_processor.settings import ProcessorSettings
 
     batches = list(decode_batches(iter([_source(list(_demo_values(10)), None)]), packed=True, derive=False))
     rows = [r for b in batches for r in full_rows(b)]
     assert rows and all(r["graph"] is None for r in rows) and any(r["parses"] == 1 for r in rows)
     assert ProcessorSettings(derive_at_decode=False).source_options()["derive"] == "false"
-    assert "derive" not in ProcessorSettings().source_options()
+    assert ProcessorSettings().source_options()["derive"] == "false"   # the default (settings.py: why)
+    assert ProcessorSettings(derive_at_decode=True).source_options()["derive"] == "true"

@@ -42,7 +42,9 @@ def _part(run_id: str, name: str) -> tuple[bytes, list[tuple[str, bytes]]]:
 def test_parts_straddling_batches_then_a_late_part(spark, kafka_bootstrap, topic_names, pg_dsn, tmp_path):
     run_id = str(uuid.uuid4())
     other = run_event(job="plain")  # a plain event bypasses the recombiner (revision 0)
-    settings = test_settings(kafka_bootstrap, topic_names, pg_dsn, str(tmp_path / "ck"), recombine_quiet_seconds=15.0)
+    # parse once (issue 18, item 1), which LINEAGE_DERIVE_AT_DECODE turns on (off by default: settings.py says why)
+    settings = test_settings(kafka_bootstrap, topic_names, pg_dsn, str(tmp_path / "ck"), recombine_quiet_seconds=15.0,
+                             derive_at_decode=True)
     bad_link = json.dumps({"events": [run_event(run_id, outputs=["not_self"])], "self_link": "/events/0/outputs/0"})
 
     def revisions() -> list[tuple[int, list[str]]]:
