@@ -14,10 +14,11 @@ Counts from the executors come back to the driver as a few aggregate rows per ba
   included). Not latest - end: without ``maxOffsetsPerTrigger`` a batch reads to the latest offset, so that
   was 0 whatever the backlog (a soak whose batches took 60-120 s behind a stalled broker showed lag 0);
 - ``lineage_event_parses_total{stage}``: parses of event texts (or message bytes) into documents, by where:
-  ``decode`` (the reader's decode, once per message: issue 18's "parse once"), ``staging`` (an event decode
-  could not derive, parsed again by the staging pass), ``recombine`` (a `$self` part's text, read back from the
-  store to merge its group). Counted for the events and parts that reach the staging pass (after the dedupe),
-  so on plain traffic ``decode`` equals the events consumed and ``staging`` stays 0;
+  ``decode`` (the reader's decode, once per message), ``staging`` (the staging pass's parse of an event's text to
+  derive its graph rows: every staged event by default; with ``LINEAGE_DERIVE_AT_DECODE=true``, issue 18's "parse
+  once", only an event decode could not derive), ``recombine`` (a `$self` part's text, read back from the store to
+  merge its group). Counted for the events and parts that reach the staging pass (after the dedupe), so on plain
+  traffic ``decode`` equals the events consumed, and ``staging`` equals it too by default, 0 with parse once;
 - ``lineage_source_offset_resets_total{topic,partition}``: partitions the ``lineage_kafka`` source read
   again from their low watermark because the topic was recreated (the broker lost its log): the
   ``$reset`` entry of a batch's end offset (stream_processor/kafka_source.py).
