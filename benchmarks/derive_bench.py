@@ -84,16 +84,21 @@ def demo_events(n: int, skip: int = 0) -> list[StoredEvent]:
     return out[skip:skip + n]
 
 
+def fixture_docs() -> list[tuple[str, dict[str, Any]]]:
+    """``(id, document)`` of the spec and client examples and the real-producer corpus under tests/fixtures/openlineage/
+    (templates filled as tests/test_real_producers.py fills them), as producers send them."""
+    from tests.test_real_producers import CORPUS_EVENTS
+    from tests.test_schemas_roundtrip import SPEC_EVENTS
+
+    return [(f"spec/{name}", doc) for name, doc in SPEC_EVENTS] + [(e.id, e.event) for e in CORPUS_EVENTS]
+
+
 def fixture_events() -> list[tuple[str, StoredEvent]]:
     """``(id, event)`` of every fixture event under tests/fixtures/openlineage/ the decoder accepts: the spec
     and client examples, each standard facet example placed in an event, and the real-producer corpus
     (templates filled as tests/test_real_producers.py fills them)."""
-    from tests.test_real_producers import CORPUS_EVENTS
-    from tests.test_schemas_roundtrip import SPEC_EVENTS
-
     out = []
-    docs = [(f"spec/{name}", doc) for name, doc in SPEC_EVENTS] + [(e.id, e.event) for e in CORPUS_EVENTS]
-    for ident, doc in docs:
+    for ident, doc in fixture_docs():
         for k, stored in enumerate(_stored_from_message(json.dumps(doc).encode(), None, ident)):
             out.append((f"{ident}/{k}", stored))
     return out

@@ -38,23 +38,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.derive_bench import iter_demo_messages  # noqa: E402
+from benchmarks.derive_bench import CHUNK, fixture_docs, iter_demo_messages  # noqa: E402
 
 #: Messages per Arrow batch the decoder hands on (a reader task hands one per poll's worth).
 DECODE_BATCH = 1000
-#: ``GraphStore._derive_and_stage``'s chunk (sink/postgres.py ``_STREAM_EVENTS``).
-CHUNK = 250
-
-
-def fixture_messages() -> list[tuple[bytes, list[tuple[str, bytes]] | None]]:
-    """The real-producer and spec events of tests/fixtures/openlineage/ as JSON messages."""
-    import json
-
-    from tests.test_real_producers import CORPUS_EVENTS
-    from tests.test_schemas_roundtrip import SPEC_EVENTS
-
-    docs = [doc for _name, doc in SPEC_EVENTS] + [e.event for e in CORPUS_EVENTS]
-    return [(json.dumps(doc).encode(), None) for doc in docs]
 
 
 def _messages(corpus: str, n: int, offset: int) -> list[tuple[bytes, list[tuple[str, bytes]] | None]]:
@@ -62,7 +49,9 @@ def _messages(corpus: str, n: int, offset: int) -> list[tuple[bytes, list[tuple[
     reduction then folds them, so the demo corpus is the figure to quote)."""
     if corpus == "demo":
         return list(itertools.islice(iter_demo_messages(), offset, offset + n))
-    base = fixture_messages()
+    import json
+
+    base = [(json.dumps(doc).encode(), None) for _ident, doc in fixture_docs()]
     return [base[(offset + i) % len(base)] for i in range(n)]
 
 
@@ -85,14 +74,14 @@ def stage(batches: list[Any]) -> tuple[int, int]:
     from sink.derive import BatchDeriver
     from sink.heap import frozen_heap
     from stream_processor.decode import full_rows
+    from stream_processor.recombine import is_self_part
     from stream_processor.writer import ParsedOnRead
 
     events = ParsedOnRead()
     with frozen_heap():
         for batch in batches:
             for row in full_rows(batch):
-                # a `$self` part goes to the recombination, not to the deriver (writer.py: recombine.is_self_part)
-                if row["status"] == "ok" and not (row["has_self"] and row.get("run_id")):
+                if row["status"] == "ok" and not is_self_part(row):   # a part goes to the recombination (writer.py)
                     events.append(row)
         deriver = BatchDeriver()
         for start in range(0, len(events), CHUNK):

@@ -133,14 +133,14 @@ def measure(argv: list[str], interval: float = 1.0) -> dict[str, object]:
         tree_rss = sum(v[0] for v in now.values())
         if tree_rss > pss_at * PSS_STEP or samples % PSS_EVERY == 0:   # module doc: PSS where RSS peaks
             now = sample(proc.pid, kinds, pids=pids)
-            pss_at = max(pss_at, sum(v[0] for v in now.values()))
+            tree_rss = sum(v[0] for v in now.values())   # smaps_rollup's RSS, a moment later
+            pss_at = max(pss_at, tree_rss)
             peak_pss = max(peak_pss, sum(v[1] for v in now.values()))
             for kind, (_tree_rss, pss, _n) in now.items():
                 pss_by[kind] = max(pss_by.get(kind, 0), pss)
         samples += 1
-        tree_now = sum(v[0] for v in now.values())
-        if tree_now > peak_rss:
-            peak_rss, peak_at = tree_now, time.time() - began
+        if tree_rss > peak_rss:
+            peak_rss, peak_at = tree_rss, time.time() - began
             at_peak = {kind: v[0] for kind, v in now.items()}
         for kind, (rss, _pss, n) in now.items():
             rss_by[kind] = max(rss_by.get(kind, 0), rss)

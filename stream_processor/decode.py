@@ -282,7 +282,7 @@ class DecodedColumns:
     without handing them to the JVM as Kafka columns first.
     """
 
-    def __init__(self, registry_url: str | None = None, packed: bool = False, derive: bool = True) -> None:
+    def __init__(self, registry_url: str | None = None, packed: bool = False, derive: bool = False) -> None:
         self.registry_url = registry_url
         self.packed = packed
         self.derive = packed and derive
@@ -349,7 +349,7 @@ class DecodedColumns:
 
 
 def decode_batches(batches: Iterator[Any], registry_url: str | None = None, packed: bool = False,
-                   derive: bool = True) -> Iterator[Any]:
+                   derive: bool = False) -> Iterator[Any]:
     """``mapInArrow`` body: source columns (native Kafka schema) -> :data:`DECODED_SCHEMA` rows, or with
     ``packed`` :data:`PACKED_SCHEMA` rows (module doc), one output batch per input batch; ``derive``: packed rows
     carry their events' graph rows (:class:`DecodedColumns`)."""

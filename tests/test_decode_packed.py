@@ -42,7 +42,7 @@ def test_packed_batches_read_back_as_the_wide_rows(ts):
     # a null value, JSON that is no event, with headers (the DLQ needs raw_value and raw_headers back)
     values = list(_demo_values(40)) + [(b"\x00garbage", [("h", b"\x01")]), (None, None), (b'{"not": "an event"}', None)]
     wide = [r for b in decode_batches(iter([_source(values, ts)])) for r in b.to_pylist()]
-    packed_batches = list(decode_batches(iter([_source(values, ts)]), packed=True))
+    packed_batches = list(decode_batches(iter([_source(values, ts)]), packed=True, derive=True))
     assert all(b.schema.names == [*NARROW_COLUMNS, "packed"] for b in packed_batches)
     packed = [r for b in packed_batches for r in full_rows(b)]
     extras = [{name: r.pop(name) for name in PACKED_EXTRA} for r in packed]
@@ -97,7 +97,7 @@ def test_an_event_the_deriver_refuses_is_left_for_the_staging_pass_to_derive():
     derives it again, and reports its reason there), and decoding goes on."""
     from stream_processor.decode import DecodedColumns
 
-    columns = DecodedColumns(packed=True)
+    columns = DecodedColumns(packed=True, derive=True)
     row = {"event_hash": "h", "event_json": "{}", "source_topic": "t", "source_partition": 0, "source_offset": 1}
     refused = {"eventTime": "2024-01-01T00:00:00Z", "eventType": "COMPLETE", "run": {"runId": "r"},
                "job": {"namespace": "n", "name": "j"}, "outputs": [{"namespace": "n", "name": "o",

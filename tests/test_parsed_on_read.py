@@ -121,13 +121,13 @@ def test_staging_from_texts_holds_one_chunk_of_parsed_events_and_stages_the_same
 
 
 def _decoded_rows() -> list[dict[str, Any]]:
-    """The accepted rows the stream's decode makes (``DecodedColumns(packed=True)``, read back as the staging pass
-    reads them) of demo messages and of every fixture event the decoder accepts (real producers' quirks)."""
+    """The accepted rows the stream's decode makes with parse once (``DecodedColumns(packed=True, derive=True)``, read
+    back as the staging pass reads them) of demo messages and of every fixture event the decoder accepts (real producers' quirks)."""
     from benchmarks.derive_bench import fixture_events
     from benchmarks.e2e_bench import _demo_values
     from stream_processor.decode import DecodedColumns, full_rows
 
-    columns = DecodedColumns(packed=True)
+    columns = DecodedColumns(packed=True, derive=True)
     values = list(_demo_values(600)) + [(e.text.encode(), None) for _, e in fixture_events()]
     for offset, (value, headers) in enumerate(values):
         columns.add(value, headers or [], "demo", 0, offset, None, b"k%d" % offset)
