@@ -94,8 +94,9 @@ class ProcessorSettings(KafkaSecurity, BaseSettings):
     #: (``lineage_event_parses_total{stage="staging"}``). Why false: the parse it saves is ~14-20 us of orjson, the rows
     #: it hands on instead (~4.2 kB marshalled, larger than the ~3.9 kB text) cost as much in Python to marshal and
     #: compress and cross the JVM twice more (reader -> dedupe's shuffle -> staging worker); in 6 of 6 alternated
-    #: pairs of the goals command the drain ran 10-17 % more CPU per event with it on (docs/PERFORMANCE.md, session
-    #: 42). On, the derivation runs in the read tasks (one per Kafka partition) instead of the staging tasks.
+    #: pairs of the goals command the drain ran 10-17 % more CPU per event with it on; 4 later pairs against the
+    #: previous main, in a very slow hour, were mixed (docs/PERFORMANCE.md, session 42). On, the derivation runs in
+    #: the read tasks (one per Kafka partition) instead of the staging tasks.
     derive_at_decode: bool = False
     #: ``LINEAGE_PUBLISH_ENRICHED`` / ``LINEAGE_PUBLISH_GRAPH``: publish downstream topics.
     publish_enriched: bool = True
