@@ -43,6 +43,9 @@ seeks a group-less consumer to ``known_end - 1`` (or the ListOffsets answer when
 waits for the record there to arrive and then reads librdkafka's cached high watermark, which
 that very fetch response set. ``end = max(ListOffsets, fetched high watermark, known end)``:
 both are lower bounds of the true log end, so the tail of a quiet topic is never left unread.
+It stops waiting as soon as every partition has answered (a few ms per plan against the embedded
+broker; until session 43 each plan waited out a 50 ms ``consume`` timeout, ~61 ms of Spark's
+``latestOffset`` per micro-batch against ~10-14 ms now).
 
 **A topic recreated with an empty log** (the embedded broker keeps nothing across a restart).
 The offset JSON also carries ``"$ids": {"topic": "<topic id>"}`` (``AdminClient.describe_topics``):

@@ -184,7 +184,13 @@ def build_spark_session(app_name: str = "lineage-processor", master: str | None 
         os.makedirs(event_log, exist_ok=True)
         builder = (builder.config("spark.eventLog.enabled", "true").config("spark.eventLog.compress", "false")
                    .config("spark.eventLog.dir", "file://" + os.path.abspath(event_log)))
-    for key, value in (extra_conf or {}).items():
+    extra = dict(extra_conf or {})
+    if "spark.hadoop.fs.file.impl" not in extra:
+        # local mode: checkpoint files get their permissions without a chmod subprocess each (stream_processor/localfs.py)
+        from .localfs import local_fs_conf
+
+        extra.update(local_fs_conf(master, extra.get("spark.driver.extraClassPath")))
+    for key, value in extra.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
