@@ -435,8 +435,8 @@ class HighWatermarkProbe:
     def consumer(self) -> Any:
         if self._consumer is None:
             # one record batch per partition is enough: the response's high watermark is what we want; it is
-            # assigned only inside ends(), at records that exist, so the broker need not hold a fetch (the default
-            # 500 ms long poll held the next plan's metadata request behind it: ~26 ms per plan, session 43)
+            # assigned only inside ends(), at records that exist, so the broker need not hold a fetch (the 50 ms
+            # long poll _consumer sets held the next plan's metadata request behind it: ~26 ms per plan, session 43)
             self._consumer = _consumer(self.conf, **{"max.partition.fetch.bytes": 1,
                                                      "queued.max.messages.kbytes": 1024, "fetch.wait.max.ms": 1,
                                                      "log_level": 0})  # outages surface as exceptions
