@@ -20,7 +20,8 @@ Per batch (one unit of work, keyed by ``batch_id``):
    :func:`graph_topic_tables`) on a background thread
    (:meth:`GraphBatchWriter.flush_graph`);
 5. metrics from the count rows and the :class:`~sink.model.BatchResult`; ``BatchReport.timings`` has
-   ``stage``, ``merge``, ``enrich``, ``parquet``, ``graph`` (seconds).
+   ``stage``, ``merge``, ``enrich``, ``parquet``, ``graph`` (seconds), and ``after_wait`` (from the commit until the
+   after-commit thread took the batch: its predecessor's steps 3-4 still running).
 
 Why after the merge (and not the enriched records from the staging pass): the annotations are computed by
 the merge - quality compares a dataset version with the previous version of the dataset, whichever batch it
@@ -31,12 +32,20 @@ keys, Kafka key and record (migration 010), the event text is ``lineage_events.p
 no longer persisted.
 
 Pipelining (migration 011): ``foreachBatch`` returns once batch N is staged and marked in
-``lineage_staged_batches``; steps 2-4 run on one finisher thread (its own PostgreSQL connection) while
+``lineage_staged_batches``; step 2 runs on one finisher thread (its own PostgreSQL connection) while
 Spark plans, reads, decodes and stages batch N+1 - the database merges N on one core while the executors
-stage on the other. Before marking N+2, ``foreachBatch`` waits for N's finishing (:data:`FINISH_DEPTH`), so a
-failure there fails N+2 (not committed, re-run) and at most two batches are ever in flight; batches are
-merged in order: once a batch's finishing failed, the finisher runs none after it (N+1 stays marked), and the
-next run's recovery finishes them in order. Spark
+stage on the other - and steps 3-4 (the export of N's changed rows, its enriched records, Parquet files and
+graph publication, then its unmark and report) on an after-commit thread of their own (its own connection), in
+commit order, so the finisher merges N+1 as soon as it is staged instead of after N's export (since session 44:
+the last batch's merge of ``lineage bench`` waited ~0.8 s for its predecessor's Parquet files). The export reads
+the rows whose ``last_batch_id`` is N: when N+1 commits first, the rows it changed again are in N+1's export
+instead (both are committed states; the Parquet reader and the compacted graph topic keep the latest, as the
+graph topic's catch-up always has), and the enrich step's look-up reads the annotation rows the export did not
+bring, as they stand. Before marking N+2, ``foreachBatch`` waits for N's whole finishing, its after-commit steps
+included (:data:`FINISH_DEPTH`), so a failure there fails N+2 (not committed, re-run) and at most two batches are
+ever in flight; batches are merged, exported and unmarked in order: once a batch's finishing failed (its merge or
+its after-commit steps), neither thread runs a step of a batch after it (N+1 stays marked), and the next run's
+recovery finishes them in order (a merged batch's merge is a no-op). Spark
 commits N's offsets when ``foreachBatch`` returns, before N is merged, so the staged rows are the only copy
 of N until then: the staging tables are LOGGED (011) and a writer's first call finishes, in order, every
 batch still marked (a crash, or a stop while PostgreSQL was down) before it stages anything. A batch marked
@@ -400,6 +409,24 @@ def stored_event(row: dict[str, Any]) -> StoredEvent:
 #: was on average faster than Spark's side of a batch (~2.5 s) and only its variance made the wait.
 FINISH_DEPTH = 2
 
+
+def _finish_result(future: Any) -> None:
+    """Wait for a batch's finishing: its merge (``future``, the finisher's) and then its after-commit steps (the
+    future the merge's returns, when they run on their own thread); raises the first failure of either."""
+    after = future.result()
+    if after is not None:
+        after.result()
+
+
+def _finish_done(future: Any) -> bool:
+    """Whether a batch's finishing (:func:`_finish_result`) has ended, with or without a failure."""
+    if not future.done():
+        return False
+    if future.exception() is not None:
+        return True
+    after = future.result()
+    return after is None or after.done()
+
 #: The Parquet tables whose changed rows go to the graph topic: the graph (nodes, edges, column edges) and its runs,
 #: rows keyed by an id that later batches update, so a compacted topic keeps one current record each (DESIGN: node /
 #: edge / column-edge upserts, compaction-friendly). Not ``lineage_events``: the event log is the enriched topic's,
@@ -445,9 +472,12 @@ class GraphBatchWriter:
         self._store: Any = None
         self._finish_store: Any = None     # the finisher thread's own connection (the merge's transaction)
         self._finish_pool: Any = None
+        self._post_store: Any = None       # the after-commit thread's own connection (the unmark)
+        self._post_pool: Any = None
         self._self_store: Any = None       # the `$self` step's thread's own connection
         self._self_pool: Any = None
-        self._finish_futures: Any = None   # deque of the finisher's futures not yet seen done, oldest first
+        self._finish_futures: Any = None   # deque of the finisher's futures not yet seen done, oldest first (each
+        #                                    resolves to its batch's after-commit future, or None: _finish_result)
         self._finish_failed: int | None = None   # a batch whose finishing failed: the ones after it are not run
         self._graph_pool: Any = None
         self._graph_future: Any = None
@@ -484,11 +514,15 @@ class GraphBatchWriter:
     def _reset_self_store(self) -> None:
         self._drop("_self_store")
 
+    def _reset_post_store(self) -> None:
+        self._drop("_post_store")
+
     def close(self) -> None:
         """Close the writer's PostgreSQL connections (after :meth:`drain`)."""
         self._reset_store()
         self._reset_finish_store()
         self._reset_self_store()
+        self._reset_post_store()
 
     @property
     def store(self) -> Any:
@@ -618,6 +652,7 @@ class GraphBatchWriter:
             from concurrent.futures import ThreadPoolExecutor
 
             self._finish_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lineage-finish")
+            self._post_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lineage-after-commit")
             self._self_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lineage-self")
             self._finish_futures = deque()
         # the `$self` step of a batch runs on a thread of its own while the finisher merges the batch before it
@@ -627,17 +662,21 @@ class GraphBatchWriter:
             self._finish_pool.submit(self._finish_in_order, batch_id, counts, started, timings, True, step))
 
     def _finish_in_order(self, batch_id: int, counts: dict[tuple[str, str, str], int], started: float,
-                         timings: dict[str, float], report: bool, step: Any = None) -> None:
+                         timings: dict[str, float], report: bool, step: Any = None) -> Any:
         """:meth:`_finish` on the finisher thread, unless an earlier batch's finishing failed: batches are merged in
-        order, so the later ones stay staged (and marked) for the next run's recovery, in order."""
-        if self._finish_failed is not None:
-            raise StoreError(f"batch {batch_id} not finished: the finishing of batch {self._finish_failed} before it "
-                             "failed (both stay staged; the next run finishes them in order)", code="store.finish")
+        order, so the later ones stay staged (and marked) for the next run's recovery, in order. Returns the future
+        of the batch's after-commit steps (:meth:`_after_commit`, on their own thread)."""
+        self._raise_if_failed(batch_id)
         try:
-            self._finish(batch_id, counts, started, timings, report, step)
+            return self._finish(batch_id, counts, started, timings, report, step, self._post_pool)
         except BaseException:
             self._finish_failed = batch_id
             raise
+
+    def _raise_if_failed(self, batch_id: int) -> None:
+        if self._finish_failed is not None:
+            raise StoreError(f"batch {batch_id} not finished: the finishing of batch {self._finish_failed} before it "
+                             "failed (both stay staged; the next run finishes them in order)", code="store.finish")
 
     def _self_groups_due(self) -> bool:
         """True when a `$self` group is due (recombine.py): an empty batch then carries its emission."""
@@ -648,7 +687,7 @@ class GraphBatchWriter:
 
     def settled(self) -> bool:
         """True when no batch waits to be finished and no `$self` group waits in the store (a drain may end)."""
-        if self._finish_futures and not self._finish_futures[-1].done():   # one thread: the last is done last
+        if self._finish_futures and not _finish_done(self._finish_futures[-1]):   # in order: the last is done last
             return False
         import psycopg
 
@@ -670,11 +709,11 @@ class GraphBatchWriter:
         if not futures:
             return
         while len(futures) > keep:
-            futures[0].result()
+            _finish_result(futures[0])
             futures.popleft()
         for future in futures:
-            if future.done():
-                future.result()
+            if _finish_done(future):
+                _finish_result(future)
 
     def drain(self) -> None:
         """Wait for the finisher and the outstanding graph publication: everything committed is written."""
@@ -685,12 +724,18 @@ class GraphBatchWriter:
     def finish_store(self) -> Any:
         return self._connected("_finish_store")
 
+    @property
+    def post_store(self) -> Any:
+        return self._connected("_post_store")
+
     @_heap_apart
     def _finish(self, batch_id: int, counts: dict[tuple[str, str, str], int], started: float,
-                timings: dict[str, float], report: bool, step: Any = None) -> None:
-        """Merge, enrich and export staged batch ``batch_id``, start its graph publication, unmark it and
-        report it. Idempotent: a batch finished before (merged, its records published) is a no-op but for
-        the Parquet export of its changed rows, which writes the same files again."""
+                timings: dict[str, float], report: bool, step: Any = None, after: Any = None) -> Any:
+        """Merge staged batch ``batch_id``, then run its after-commit steps (:meth:`_after_commit`: export, enrich,
+        Parquet, the graph publication, the unmark and the report) inline, or on the executor ``after`` while this
+        thread merges the next batch; returns their future then (None inline). Idempotent: a batch finished before
+        (merged, its records published) is a no-op but for the Parquet export of its changed rows, which writes the
+        same files again."""
         t0 = time.time()
         if step is not None:
             step.result()   # the batch's `$self` step, run beside the previous batch's finishing (a failure fails this)
@@ -699,6 +744,32 @@ class GraphBatchWriter:
         t1 = time.time()
         result = self.retrier.call("merge", lambda: self.finish_store.merge(batch_id),
                                    on_failure=self._reset_finish_store)
+        t2 = time.time()
+        timings = {**timings, "recombine": t1 - t0, "merge": t2 - t1}
+        if after is None:
+            self._after_commit(batch_id, counts, started, timings, report, result, t2)
+            return None
+        return after.submit(self._after_commit_in_order, batch_id, counts, started, timings, report, result, t2)
+
+    def _after_commit_in_order(self, batch_id: int, counts: dict[tuple[str, str, str], int], started: float,
+                               timings: dict[str, float], report: bool, result: BatchResult, committed_at: float
+                               ) -> None:
+        """:meth:`_after_commit` on its thread, in commit order, unless an earlier batch's finishing failed (this
+        one stays marked: the next run's recovery runs its after-commit steps again, the merge a no-op)."""
+        self._raise_if_failed(batch_id)
+        try:
+            self._after_commit(batch_id, counts, started, timings, report, result, committed_at)
+        except BaseException:
+            self._finish_failed = batch_id
+            raise
+
+    @_heap_apart
+    def _after_commit(self, batch_id: int, counts: dict[tuple[str, str, str], int], started: float,
+                      timings: dict[str, float], report: bool, result: BatchResult, committed_at: float) -> None:
+        """The steps of committed batch ``batch_id`` after its merge: its changed rows read once (the rows whose
+        ``last_batch_id`` is this batch: the next batch's merge, which may commit first, takes the rows it changes
+        again into its own export, as the graph topic's catch-up always has), the enriched records, the Parquet
+        files, the graph publication started, the batch unmarked and reported (module doc: pipelining)."""
         t2 = time.time()
         changed = self.retrier.call("export", lambda: self._changed_rows(batch_id))
         t3 = time.time()
@@ -711,13 +782,13 @@ class GraphBatchWriter:
         # the events' texts, the provenance and quality documents are freed here
         self._publish_graph_async(batch_id, graph_tables_of(changed, self.settings))
         changed = None   # (the closures above share this binding)
-        self.retrier.call("unmark", lambda: self.finish_store.conn.execute(
-            "DELETE FROM lineage_staged_batches WHERE batch_id = %s", (batch_id,)), on_failure=self._reset_finish_store)
+        self.retrier.call("unmark", lambda: self.post_store.conn.execute(
+            "DELETE FROM lineage_staged_batches WHERE batch_id = %s", (batch_id,)), on_failure=self._reset_post_store)
         now = time.time()
         if report and self.on_batch is not None:
-            self.on_batch(BatchReport(batch_id, result, counts, committed_at=t2, duration_seconds=now - started,
-                                      started_at=started,
-                                      timings={**timings, "recombine": t1 - t0, "merge": t2 - t1, "enrich": t4 - t3,
+            self.on_batch(BatchReport(batch_id, result, counts, committed_at=committed_at,
+                                      duration_seconds=now - started, started_at=started,
+                                      timings={**timings, "after_wait": t2 - committed_at, "enrich": t4 - t3,
                                                "parquet": (t3 - t2) + (t5 - t4), "graph": now - t5}))
 
     @property

@@ -76,21 +76,40 @@ def test_a_staged_batch_left_by_a_crash_is_finished_first(kafka_bootstrap, topic
     writer.close()
 
 
-class _FailsOnce(GraphBatchWriter):
-    """The writer with a finishing that fails for one batch (the seam under test is the queue, not the store)."""
+class _FakeFinish(GraphBatchWriter):
+    """The writer with a merge and after-commit steps that record the order they ran in and fail for one batch (the
+    seam under test is the finisher's queue and its after-commit thread, not the store)."""
 
-    def __init__(self, settings, failing: int) -> None:
+    def __init__(self, settings, fail_merge: int | None = None, fail_after: int | None = None) -> None:
+        import threading
+
         super().__init__(settings)
-        self.failing, self.finished, self.release = failing, [], __import__("threading").Event()
+        self.fail_merge, self.fail_after = fail_merge, fail_after
+        self.merged: list[int] = []
+        self.after_done: list[int] = []
+        self.release = threading.Event()         # the merges wait for it
+        self.release_after = threading.Event()   # the after-commit steps wait for it
 
     def _recombine(self, batch_id, counts) -> None:   # the `$self` step's thread: nothing to absorb here
         pass
 
-    def _finish(self, batch_id, counts, started, timings, report, step=None) -> None:
+    def _finish(self, batch_id, counts, started, timings, report, step=None, after=None):
         self.release.wait(10)
-        self.finished.append(batch_id)
-        if batch_id == self.failing:
+        self.merged.append(batch_id)
+        if batch_id == self.fail_merge:
             raise RuntimeError(f"merge of batch {batch_id} failed")
+        return after.submit(self._after_commit_in_order, batch_id, counts, started, timings, report, None, 0.0)
+
+    def _after_commit(self, batch_id, counts, started, timings, report, result, committed_at) -> None:
+        self.release_after.wait(10)
+        self.after_done.append(batch_id)
+        if batch_id == self.fail_after:
+            raise RuntimeError(f"export of batch {batch_id} failed")
+
+
+def _fake_writer(kafka_bootstrap, topic_names, tmp_path, **failing) -> _FakeFinish:
+    return _FakeFinish(test_settings(kafka_bootstrap, topic_names, "postgresql://unused@127.0.0.1:1/x",
+                                     str(tmp_path / "ck")), **failing)
 
 
 def test_the_finisher_queue_keeps_order_and_stops_at_a_failure(kafka_bootstrap, topic_names, tmp_path):
@@ -100,16 +119,45 @@ def test_the_finisher_queue_keeps_order_and_stops_at_a_failure(kafka_bootstrap, 
     from stream_processor.writer import FINISH_DEPTH
 
     assert FINISH_DEPTH == 2
-    writer = _FailsOnce(test_settings(kafka_bootstrap, topic_names, "postgresql://unused@127.0.0.1:1/x",
-                                      str(tmp_path / "ck")), failing=2)
+    writer = _fake_writer(kafka_bootstrap, topic_names, tmp_path, fail_merge=2)
+    writer.release_after.set()
     for b in (1, 2, 3):
         writer._hand_to_finisher(b, {}, 0.0, {})
     writer._wait_finished(keep=3)                       # three queued, none waited for: returns at once
-    assert not writer.settled() and writer.finished == []
+    assert not writer.settled() and writer.merged == []
     writer.release.set()
     with pytest.raises(RuntimeError, match="batch 2 failed"):
         writer._wait_finished(keep=FINISH_DEPTH - 1)
     with pytest.raises(RuntimeError, match="batch 2 failed"):
         writer.wait_finished()                          # the failure stays: every later wait raises it
-    assert writer.finished == [1, 2]                    # batch 3 was not finished after 2 failed
+    assert writer.merged == [1, 2]                      # batch 3 was not merged after 2 failed
+    assert writer.after_done == [1]
     assert isinstance(writer._finish_futures[-1].exception(), StoreError)
+
+
+def test_the_next_merge_runs_while_a_batch_is_exported_and_a_failure_there_stops_the_rest(
+        kafka_bootstrap, topic_names, tmp_path):
+    """A committed batch's export, enriched records and Parquet files run on their own thread, so the finisher
+    merges the next batch meanwhile; they run in commit order, and once one fails none after it runs (those batches
+    stay marked: the next run's recovery runs their steps again, their merges no-ops), and every wait raises it."""
+    import time
+
+    from schemas.errors import StoreError
+
+    writer = _fake_writer(kafka_bootstrap, topic_names, tmp_path, fail_after=2)
+    writer.release.set()
+    for b in (1, 2, 3):
+        writer._hand_to_finisher(b, {}, 0.0, {})
+    deadline = time.monotonic() + 10
+    while writer.merged != [1, 2, 3] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert writer.merged == [1, 2, 3] and writer.after_done == []   # merged ahead of batch 1's after-commit steps
+    assert not writer.settled()
+    writer.release_after.set()
+    with pytest.raises(RuntimeError, match="export of batch 2 failed"):
+        writer._wait_finished(keep=1)
+    with pytest.raises(RuntimeError, match="export of batch 2 failed"):
+        writer.wait_finished()
+    assert writer.after_done == [1, 2]                  # batch 3's steps did not run after 2's failed
+    with pytest.raises(StoreError, match="batch 3 not finished"):
+        writer._finish_futures[-1].result().result()
