@@ -666,17 +666,20 @@ class GraphBatchWriter:
         """:meth:`_finish` on the finisher thread, unless an earlier batch's finishing failed: batches are merged in
         order, so the later ones stay staged (and marked) for the next run's recovery, in order. Returns the future
         of the batch's after-commit steps (:meth:`_after_commit`, on their own thread)."""
-        self._raise_if_failed(batch_id)
-        try:
-            return self._finish(batch_id, counts, started, timings, report, step, self._post_pool)
-        except BaseException:
-            self._finish_failed = batch_id
-            raise
+        return self._in_order(batch_id, self._finish, batch_id, counts, started, timings, report, step,
+                              self._post_pool)
 
-    def _raise_if_failed(self, batch_id: int) -> None:
+    def _in_order(self, batch_id: int, step: Callable[..., Any], *args: Any) -> Any:
+        """``step(*args)`` for ``batch_id`` (its merge, or its after-commit steps), unless an earlier batch's finishing
+        failed; a failure here stops every later batch's steps the same way."""
         if self._finish_failed is not None:
             raise StoreError(f"batch {batch_id} not finished: the finishing of batch {self._finish_failed} before it "
                              "failed (both stay staged; the next run finishes them in order)", code="store.finish")
+        try:
+            return step(*args)
+        except BaseException:
+            self._finish_failed = batch_id
+            raise
 
     def _self_groups_due(self) -> bool:
         """True when a `$self` group is due (recombine.py): an empty batch then carries its emission."""
@@ -756,12 +759,7 @@ class GraphBatchWriter:
                                ) -> None:
         """:meth:`_after_commit` on its thread, in commit order, unless an earlier batch's finishing failed (this
         one stays marked: the next run's recovery runs its after-commit steps again, the merge a no-op)."""
-        self._raise_if_failed(batch_id)
-        try:
-            self._after_commit(batch_id, counts, started, timings, report, result, committed_at)
-        except BaseException:
-            self._finish_failed = batch_id
-            raise
+        self._in_order(batch_id, self._after_commit, batch_id, counts, started, timings, report, result, committed_at)
 
     @_heap_apart
     def _after_commit(self, batch_id: int, counts: dict[tuple[str, str, str], int], started: float,
