@@ -107,7 +107,7 @@ from schemas.errors import StoreError
 
 from .graph import connect
 
-__all__ = ["ParquetGraphStore", "ParquetTable", "TABLES", "changed_rows", "table_rows"]
+__all__ = ["ParquetGraphStore", "ParquetTable", "TABLES", "changed_rows", "events_rows", "table_rows"]
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -264,19 +264,64 @@ def commit_seq(conn: Any, batch_id: int) -> int:
     return int(row[0])
 
 
-def changed_rows(conn_or_dsn: Any, batch_id: int, tables: Iterable[str] | None = None) -> dict[str, pa.Table]:
+def changed_rows(conn_or_dsn: Any, batch_id: int, tables: Iterable[str] | None = None,
+                 texts: pa.Table | None = None, stats: dict[str, int] | None = None) -> dict[str, pa.Table]:
     """Rows each Parquet table (of ``tables``, default all) gets from batch ``batch_id`` (``last_batch_id =
-    batch_id``), for the Parquet files and the graph topic."""
+    batch_id``), for the Parquet files and the graph topic. ``texts``: ``(event_hash, payload)`` pairs the caller
+    has (stream_processor/text_spool.py): the events' payloads are taken from them, see :func:`events_rows` (and
+    ``stats``)."""
     conn, owned = connect(conn_or_dsn)
     try:
         if owned:   # one snapshot for every table
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         seq = commit_seq(conn, batch_id)
-        return {name: table_rows(conn, t, f"{t.batch_column} = %(b)s", {"b": batch_id}, batch_id, seq)
-                for name, t in TABLES.items() if tables is None or name in tables}
+        out = {}
+        for name, t in TABLES.items():
+            if tables is not None and name not in tables:
+                continue
+            if name == "lineage_events" and texts is not None:
+                out[name] = events_rows(conn, batch_id, seq, texts, stats)
+            else:
+                out[name] = table_rows(conn, t, f"{t.batch_column} = %(b)s", {"b": batch_id}, batch_id, seq)
+        return out
     finally:
         if owned:
             conn.close()
+
+
+def _one_chunk(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
+#: The payloads :func:`events_rows` did not find in the caller's texts.
+_MISSING_TEXTS_SQL = "SELECT event_hash, payload FROM lineage_events WHERE first_batch_id = %s AND event_hash = ANY(%s)"
+
+
+def events_rows(conn: Any, batch_id: int, seq: int, texts: pa.Table, stats: dict[str, int] | None = None) -> pa.Table:
+    """``lineage_events``' rows of ``batch_id`` as :func:`table_rows` reads them, but the ``payload`` column taken
+    from ``texts`` (``event_hash``, ``payload``; a hash names one text, migration 005) by hash, and read from
+    PostgreSQL only for the hashes ``texts`` lacks: the server no longer writes ~4 kB per event as CSV for this
+    process to parse back. ``stats`` gets ``texts_given`` and ``texts_read`` (payloads taken from ``texts``, read
+    from PostgreSQL)."""
+    table = TABLES["lineage_events"]
+    names = [name for name, _, _ in table.columns]
+    at = names.index("payload")
+    narrow = ParquetTable(table.name, table.id_column, table.source, table.columns[:at] + table.columns[at + 1:],
+                          table.batch_column, table.time_filter)
+    rows = table_rows(conn, narrow, f"{table.batch_column} = %(b)s", {"b": batch_id}, batch_id, seq)
+    hashes = rows.column("event_hash")
+    index = pc.index_in(hashes, value_set=_one_chunk(texts.column("event_hash")).cast(pa.string()))
+    payload = _one_chunk(texts.column("payload").cast(pa.string()).take(index))   # null where texts lacks the hash
+    wanted: list[str] = []
+    if payload.null_count:
+        missing = _one_chunk(pc.is_null(index))
+        wanted = pc.filter(hashes, missing).to_pylist()
+        found = dict(conn.execute(_MISSING_TEXTS_SQL, (batch_id, wanted)).fetchall())
+        payload = pc.replace_with_mask(payload, missing, pa.array([found.get(h) for h in wanted], pa.string()))
+    if stats is not None:
+        stats["texts_read"] = stats.get("texts_read", 0) + len(wanted)
+        stats["texts_given"] = stats.get("texts_given", 0) + rows.num_rows - len(wanted)
+    return rows.add_column(at, pa.field("payload", pa.string()), payload)
 
 
 _SORTED_BY = b"lineage.sorted_by"   # key-value metadata: the file's rows are sorted by this (id) column

@@ -247,6 +247,7 @@ def _stop_query(query: Any, writer: Any, outcome: str | None) -> None:
 
     try:
         writer.drain()
+        writer.close_spool()
     except RetryCancelled as exc:   # PostgreSQL is down as we stop: the staged batch waits for the next start
         log.warning("the last batch is staged and will be finished when the processor starts again: %s", exc)
     except Exception as exc:

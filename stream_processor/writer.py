@@ -141,6 +141,8 @@ class WriterConfig:
     topic_enriched: str
     topic_dlq: str
     publish_enriched: bool = True
+    #: the driver's text spool directory (stream_processor/text_spool.py; local mode only), else None
+    text_spool: str | None = None
 
 
 @dataclass
@@ -317,6 +319,10 @@ def _stage_and_publish(config: WriterConfig, batch_id: int) -> Callable[[Iterato
                 if handover is not None:
                     handover[row["event_hash"]] = (row.get("key"), handover_record(row))
             staged = _store_module().GraphStore.stage_partition(config.dsn, batch_id, part, events, handover, self_parts)
+            if config.text_spool is not None:   # for the driver's export of the batch (text_spool.py)
+                from .text_spool import write_texts
+
+                write_texts(config.text_spool, batch_id, part, *events.texts())
             if events.parses:
                 bump("parses", "staging", n=events.parses)
             # freed while the collector is still paused: objects that die are dropped from its young generation,
@@ -383,6 +389,11 @@ class ParsedOnRead(Sequence[Any]):
                                 tables=marshal.loads(graph))
         self.parses += 1
         return _parsed(kept)
+
+    def texts(self) -> tuple[list[str], list[str]]:
+        """The events' hashes and texts, in order."""
+        rows = self._rows
+        return [r[1] for r in rows], [r[0] for r in rows]
 
     def clear(self) -> None:
         self._rows.clear()
@@ -481,6 +492,7 @@ class GraphBatchWriter:
         self._finish_failed: int | None = None   # a batch whose finishing failed: the ones after it are not run
         self._graph_pool: Any = None
         self._graph_future: Any = None
+        self._spool: Any = None            # the staging tasks' event texts for the export (local mode: text_spool.py)
         self._cancel = threading.Event()
         self._first_call = True
         self._epoch: int | None = None
@@ -523,6 +535,13 @@ class GraphBatchWriter:
         self._reset_finish_store()
         self._reset_self_store()
         self._reset_post_store()
+        self.close_spool()
+
+    def close_spool(self) -> None:
+        """Remove the text spool (after :meth:`drain`: no batch of this writer is exported any more)."""
+        spool, self._spool = self._spool, None
+        if spool is not None:
+            spool.close()
 
     @property
     def store(self) -> Any:
@@ -594,8 +613,24 @@ class GraphBatchWriter:
             from .session import release_planner_workers
 
             release_planner_workers(df.sparkSession)
+            self._open_spool(df.sparkSession)
             self._warm_publishers()
         self._write(df, int(batch_id), started)
+
+    def _open_spool(self, spark: Any) -> None:
+        """Give the staging tasks a text spool when they run on this machine (a local master) and
+        ``LINEAGE_TEXT_SPOOL`` is not ``false`` (stream_processor/text_spool.py)."""
+        import dataclasses
+        import os
+
+        if os.environ.get("LINEAGE_TEXT_SPOOL", "true").strip().lower() in ("false", "0", "no", "off"):
+            return
+        if not str(spark.sparkContext.master).startswith("local") or self.settings.parquet_dir is None:
+            return   # a cluster's executors do not share this disk; without Parquet files nothing is exported
+        from .text_spool import TextSpool
+
+        self._spool = TextSpool()
+        self.config = dataclasses.replace(self.config, text_spool=str(self._spool.root))
 
     def _warm_publishers(self) -> None:
         """Connect the driver's publishers (the enrich step's, the graph publication's) while Spark stages the first
@@ -769,12 +804,14 @@ class GraphBatchWriter:
         again into its own export, as the graph topic's catch-up always has), the enriched records, the Parquet
         files, the graph publication started, the batch unmarked and reported (module doc: pipelining)."""
         t2 = time.time()
-        changed = self.retrier.call("export", lambda: self._changed_rows(batch_id))
+        changed = self.retrier.call("export", lambda: self._changed_rows(batch_id, counts))
         t3 = time.time()
         if self.config.publish_enriched:
             self.retrier.call("enrich", lambda: self._enrich(batch_id, counts, changed))
         t4 = time.time()
         self.retrier.call("parquet", lambda: self._write_parquet(batch_id, changed))
+        if self._spool is not None:
+            self._spool.discard(batch_id)
         t5 = time.time()
         # only the graph topic's tables outlive this call (the publication overlaps the next batch's finishing):
         # the events' texts, the provenance and quality documents are freed here
@@ -846,15 +883,27 @@ class GraphBatchWriter:
         for key, n in done.items():
             counts[key] = counts.get(key, 0) + n
 
-    def _changed_rows(self, batch_id: int) -> dict[str, Any] | None:
+    def _changed_rows(self, batch_id: int, counts: dict[tuple[str, str, str], int] | None = None
+                      ) -> dict[str, Any] | None:
         """The rows committed batch ``batch_id`` changed (Arrow tables by name, one snapshot), when there are Parquet
         tables to write them to: the enrich step takes the new events' texts from them, and the graph publication
-        the rest, so neither reads them from PostgreSQL again. ``None`` without a Parquet directory."""
+        the rest, so neither reads them from PostgreSQL again. ``None`` without a Parquet directory. With a text spool
+        (local mode) the new events' texts come from the staging tasks' files where they have them; ``counts`` gets
+        ``export_texts`` by where they came from (``spool``, ``postgres``)."""
         if not self.settings.parquet_dir:
             return None
         from sink.parquet import changed_rows
 
-        return changed_rows(self.dsn, batch_id)
+        spool = self._spool
+        texts = spool.texts(batch_id) if spool is not None else None
+        if texts is None:
+            return changed_rows(self.dsn, batch_id)
+        stats: dict[str, int] = {}
+        changed = changed_rows(self.dsn, batch_id, texts=texts, stats=stats)
+        if counts is not None:
+            for where, key in (("spool", "texts_given"), ("postgres", "texts_read")):
+                counts[("export_texts", where, "")] = counts.get(("export_texts", where, ""), 0) + stats.get(key, 0)
+        return changed
 
     def _write_parquet(self, batch_id: int, tables: dict[str, Any] | None) -> None:
         """Write the rows ``batch_id`` changed (:meth:`_changed_rows`) to the Parquet tables."""
