@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import os
 import re
 import shutil
@@ -38,6 +39,7 @@ from typing import Any
 __all__ = ["TextSpool", "write_texts", "SPOOL_PREFIX"]
 
 SPOOL_PREFIX = "lineage-texts-"
+_log = logging.getLogger(__name__)
 _OWNED = re.compile(re.escape(SPOOL_PREFIX) + r"(\d+)-")
 
 
@@ -48,8 +50,9 @@ def _batch_dir(root: str | os.PathLike[str], batch_id: int) -> Path:
 def write_texts(root: str | os.PathLike[str], batch_id: int, part: int, hashes: Sequence[str],
                 texts: Sequence[str]) -> Path | None:
     """Write ``(event_hash, payload)`` of the events task ``part`` of ``batch_id`` staged as one Arrow IPC file
-    (replacing an earlier attempt's); returns its path, or None when there is nothing to write or the spool's
-    directory is gone (the writer closed: the export reads the texts from PostgreSQL)."""
+    (replacing an earlier attempt's); returns its path, or None when there is nothing to write, the spool's
+    directory is gone (the writer closed) or the write failed (logged: a full disk): the export then reads these
+    texts from PostgreSQL."""
     if not hashes:
         return None
     import pyarrow as pa
@@ -62,9 +65,16 @@ def write_texts(root: str | os.PathLike[str], batch_id: int, part: int, hashes: 
     table = pa.table({"event_hash": pa.array(hashes, pa.string()), "payload": pa.array(texts, pa.string())})
     path = folder / f"part={int(part)}.arrow"
     tmp = folder / f".part={int(part)}.{os.getpid()}.tmp"
-    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table)
-    os.replace(tmp, path)
+    try:
+        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        os.replace(tmp, path)
+    except OSError as exc:   # a full or vanished disk: the spool only spares work, the export reads PostgreSQL
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        _log.warning("text spool: no file for batch %s part %s (%s); the export reads these texts from PostgreSQL",
+                     batch_id, part, exc)
+        return None
     return path
 
 

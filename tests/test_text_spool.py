@@ -55,6 +55,19 @@ def test_an_unreadable_file_is_left_out(tmp_path) -> None:
         spool.close()
 
 
+def test_a_write_that_fails_leaves_no_file_and_says_so(tmp_path, caplog) -> None:
+    spool = TextSpool(tmp_path)
+    try:
+        (spool.root / "batch=3").mkdir()
+        (spool.root / "batch=3" / f".part=0.{os.getpid()}.tmp").mkdir()   # the file cannot be opened: an OSError
+        with caplog.at_level("WARNING", logger="stream_processor.text_spool"):
+            assert write_texts(spool.root, 3, 0, *_pairs("lost")) is None
+        assert "batch 3 part 0" in caplog.text and "from PostgreSQL" in caplog.text
+        assert spool.texts(3) is None   # the export reads this part's texts from PostgreSQL
+    finally:
+        spool.close()
+
+
 def test_a_new_spool_removes_the_directories_of_processes_that_are_gone(tmp_path) -> None:
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
                           check=True)
