@@ -78,3 +78,20 @@ def test_embedded_broker_keeps_compressed_batches_as_they_arrive() -> None:
     grew = {m.group(1): float(m.group(2)) for m in re.finditer(r"^compression (\w+): .*\(\+(-?\d+)\)", done.stdout, re.M)}
     assert set(grew) == {"none", "lz4"}, done.stdout[-3000:]
     assert grew["none"] >= 10 and grew["lz4"] < grew["none"] / 2, grew   # ~15 MiB of values: +19 against +5
+
+
+@pytest.mark.integration
+def test_export_texts_probe_runs(pg_dsn: str) -> None:
+    """benchmarks/export_texts_probe.py against a fresh database of the test server: the export with the texts from
+    the spool must equal the export that reads them from PostgreSQL (the probe exits otherwise), and both ways print
+    their figures."""
+    import re
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "export_texts_probe.py"), "--events", "400",
+                           "--batch-size", "200", "--rounds", "2", "--postgres-dsn", pg_dsn], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"exited {done.returncode}:\n{done.stderr[-3000:]}"
+    printed = set(re.findall(r"^\s+(\w+): ", done.stdout, re.M))
+    assert {"postgres_server", "postgres_client", "spool_server", "spool_client", "write", "saved"} <= printed, \
+        done.stdout[-3000:]
