@@ -1,0 +1,113 @@
+"""What clearing a merged batch's staging rows costs the server: today's DELETE and the VACUUM it leaves, against a
+TRUNCATE of per-slot staging tables (issue 18's "TRUNCATE-based staging clears", priced before it is built).
+
+    python benchmarks/staging_clear_probe.py [--batches 6] [--batch-size 10000]
+
+The staging tables (``stg_*`` of :data:`sink.derive.STAGING_COLUMNS`) are one set of tables for every batch: the
+merge ends with ``DELETE FROM stg_X WHERE batch_id = b`` (:meth:`sink.postgres.GraphStore._clear`), and the dead rows
+(~30 MB a 10,000-event batch of demo events, most of it ``stg_events``' texts and ``stg_provenance``'s documents) are
+reclaimed later by autovacuum, whose CPU shows in ``benchmarks/store_server_ledger.py`` (``vacuum stg_*``). The
+alternative: one set of staging tables per batch slot (``batch_id % 4``: at most three batches are in flight), so a
+merged batch's slot is emptied with ``TRUNCATE`` (new empty files, nothing for vacuum to do).
+
+On a fresh embedded PostgreSQL (the product's default server) each batch of demo events is staged and merged as the
+store does it (``GraphStore._derive_and_stage`` on one connection, then ``GraphStore.merge``), and beside it copied
+(untimed) into a twin set of tables (``CREATE TABLE stg_X_slot (LIKE stg_X INCLUDING ALL)``). Counted, as CPU of the
+server backend that runs the statement (``/proc``), per batch after the first:
+
+* ``delete``: the merge's ``_clear`` (the DELETEs of the batch's rows);
+* ``vacuum``: ``VACUUM`` of the staging tables right after the merge: the work autovacuum would do for those dead rows
+  (autovacuum runs later and less often, on a worker of its own; its cost per dead row is about the same);
+* ``truncate``: ``TRUNCATE`` of the twin tables holding the same rows, in one transaction.
+
+Asserts nothing; prints microseconds of server CPU per event, median (range) over the counted batches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.store_write_bench import _process_cpu, demo_events  # noqa: E402
+
+
+def probe(batches: int, batch_size: int) -> dict[str, list[float]]:
+    import psycopg
+
+    from lineage.embedded.postgres import EmbeddedPostgres
+    from sink.derive import STAGING_COLUMNS
+    from sink.postgres import GraphStore
+
+    stored = demo_events(batches * batch_size)
+    tables = list(STAGING_COLUMNS)
+    figures: dict[str, list[float]] = {"delete": [], "vacuum": [], "truncate": []}
+    cleared: list[float] = []
+    original = GraphStore._clear
+
+    def timed_clear(cur: psycopg.Cursor, batch_id: int) -> None:
+        before = _process_cpu(cur.connection.info.backend_pid) or 0.0
+        original(cur, batch_id)
+        cleared.append((_process_cpu(cur.connection.info.backend_pid) or 0.0) - before)
+
+    with tempfile.TemporaryDirectory(prefix="staging-clear-") as tmp:
+        server = EmbeddedPostgres(Path(tmp) / "data").start()
+        GraphStore._clear = staticmethod(timed_clear)   # type: ignore[method-assign]
+        try:
+            with GraphStore(server.dsn) as store, psycopg.connect(server.dsn, autocommit=True) as side:
+                store.migrate()
+                for table in tables:
+                    side.execute(f"CREATE TABLE {table}_slot (LIKE {table} INCLUDING ALL)")
+                    side.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")   # VACUUMed here, timed
+                side_pid = side.info.backend_pid
+                for n in range(batches):
+                    events = stored[n * batch_size:(n + 1) * batch_size]
+                    with store.conn.transaction():
+                        GraphStore._derive_and_stage(store.conn, n, 0, events, 1 << 20, {})
+                    for table in tables:
+                        side.execute(f"INSERT INTO {table}_slot SELECT * FROM {table} WHERE batch_id = %s", (n,))
+                    store.merge(n)
+                    before = _process_cpu(side_pid) or 0.0
+                    for table in tables:
+                        side.execute(f"VACUUM {table}")
+                    vacuum = (_process_cpu(side_pid) or 0.0) - before
+                    time.sleep(0.05)
+                    before = _process_cpu(side_pid) or 0.0
+                    with side.transaction():
+                        side.execute("TRUNCATE " + ", ".join(f"{table}_slot" for table in tables))
+                    truncate = (_process_cpu(side_pid) or 0.0) - before
+                    print(f"batch {n}: delete {cleared[-1]:.3f} s, vacuum {vacuum:.3f} s, truncate {truncate:.3f} s "
+                          "of server CPU", flush=True)
+                    if n:   # the first batch: a cold server and empty tables
+                        for key, value in (("delete", cleared[-1]), ("vacuum", vacuum), ("truncate", truncate)):
+                            figures[key].append(value * 1e6 / batch_size)
+        finally:
+            GraphStore._clear = staticmethod(original)   # type: ignore[method-assign]
+            server.stop(mode="immediate")
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batches", type=int, default=6)
+    parser.add_argument("--batch-size", type=int, default=10000)
+    args = parser.parse_args(argv)
+    figures = probe(args.batches, args.batch_size)
+    for key, values in figures.items():
+        print(f"{key:>9}: median {statistics.median(values):.1f} us of server CPU per event "
+              f"(range {min(values):.1f}-{max(values):.1f}, {len(values)} batches)")
+    delete_vacuum = [d + v for d, v in zip(figures["delete"], figures["vacuum"], strict=True)]
+    print(f"delete + vacuum against truncate: {statistics.median(delete_vacuum):.1f} against "
+          f"{statistics.median(figures['truncate']):.1f} us per event")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
