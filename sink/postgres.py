@@ -44,9 +44,11 @@ in :attr:`GraphStore.last_rejections`; they never fail the batch of the others.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import queue
+import re
 import struct
 import threading
 import time
@@ -117,6 +119,47 @@ def copy_text(prefix: str, rows: Sequence[tuple[Any, ...]]) -> str:
     return prefix + ("\n" + prefix).join(lines) + "\n"
 
 
+#: The graph staging tables are partitioned into this many batch slots (migration 017): a batch's rows are staged in,
+#: merged from and cleared from the tables of its slot, ``stg_<name>_s<batch_id mod STAGING_SLOTS>``.
+STAGING_SLOTS = 4
+_STAGING_TABLE = re.compile(r"\b(" + "|".join(STAGING_COLUMNS) + r")\b")
+
+
+def staging_slot(batch_id: int) -> int:
+    """The staging slot of ``batch_id`` (migration 017's partition key: ``(batch_id % 4 + 4) % 4`` in SQL)."""
+    return int(batch_id) % STAGING_SLOTS
+
+
+@functools.lru_cache(maxsize=1024)
+def _in_slot(sql: str, slot: int) -> str:
+    return _STAGING_TABLE.sub(lambda m: f"{m.group(1)}_s{slot}", sql)
+
+
+def slotted(sql: str, batch_id: int) -> str:
+    """``sql`` (a statement or a table name) with every graph staging table (:data:`STAGING_COLUMNS`) replaced by
+    the partition of ``batch_id``'s slot.
+
+    Why by name and not through the partitioned parent: a statement on the parent locks every partition (the slot
+    is not known when a prepared statement's generic plan is made), so it would wait for the TRUNCATE of another
+    slot that a concurrent merge holds until its commit; the partitions of different slots never wait for each
+    other (staging batch N+1 while batch N's merge clears its slot). ``stg_event_keys`` and ``stg_self_parts`` are
+    not partitioned."""
+    return _in_slot(sql, int(batch_id) % STAGING_SLOTS)
+
+
+class _SlotCursor:
+    """A cursor whose statements name the staging tables of one batch's slot (:func:`slotted`)."""
+
+    __slots__ = ("_cur", "_batch_id")
+
+    def __init__(self, cur: psycopg.Cursor, batch_id: int) -> None:
+        self._cur = cur
+        self._batch_id = batch_id
+
+    def execute(self, query: str, params: Any = None) -> psycopg.Cursor:
+        return self._cur.execute(slotted(query, self._batch_id), params)
+
+
 def _copy_staged(cur: Any, table: str, columns: Sequence[str], prefix: str, rows: Sequence[tuple[Any, ...]]) -> None:
     """COPY ``rows`` into the staging table ``table`` after its ``batch_id, part`` columns (given as ``prefix``)."""
     with cur.copy(f"COPY {table} (batch_id, part, {', '.join(columns)}) FROM STDIN") as copy:
@@ -170,7 +213,8 @@ def _copy_events(cur: Any, batch_id: int, part: int) -> Iterator[Callable[[Seque
     function that writes rows (:func:`events_copy_binary`), and writes the trailer when the block ends."""
     columns = ", ".join(STAGING_COLUMNS["stg_events"])
     encoding = cur.connection.info.encoding
-    with cur.copy(f"COPY stg_events (batch_id, part, {columns}) FROM STDIN (FORMAT BINARY)") as copy:
+    table = slotted("stg_events", batch_id)
+    with cur.copy(f"COPY {table} (batch_id, part, {columns}) FROM STDIN (FORMAT BINARY)") as copy:
         copy.write(_BINARY_HEADER)
         yield lambda rows: copy.write(events_copy_binary(batch_id, part, rows, encoding))
         copy.write(_BINARY_TRAILER)
@@ -525,8 +569,8 @@ _WRITE_KIND_LOCK_CLASS = 0x4C50
 
 def resolve_write_kinds(cur: psycopg.Cursor, params: Mapping[str, Any]) -> int:
     """Re-resolve the provenance write kinds of the nodes the batch wrote; returns the rows changed."""
-    cur.execute(LOCK_WRITTEN_NODES, {**params, "lock": _WRITE_KIND_LOCK_CLASS})
-    return cur.execute(RESOLVE_WRITE_KINDS, params).rowcount
+    cur.execute(slotted(LOCK_WRITTEN_NODES, params["b"]), {**params, "lock": _WRITE_KIND_LOCK_CLASS})
+    return cur.execute(slotted(RESOLVE_WRITE_KINDS, params["b"]), params).rowcount
 
 
 MERGE_EVENTS = """
@@ -682,7 +726,8 @@ class GraphStore:
             for table, columns in STAGING_COLUMNS.items():
                 if table in skip:
                     continue
-                cur.execute(f"DELETE FROM {table} WHERE batch_id = %s AND part = %s", (batch_id, part))
+                cur.execute(f"DELETE FROM {slotted(table, batch_id)} WHERE batch_id = %s AND part = %s",
+                            (batch_id, part))
                 data = rows.tables[table]
                 if not data:
                     continue
@@ -692,7 +737,7 @@ class GraphStore:
                         for start in range(0, len(data), 2000):
                             write(data[start:start + 2000])
                 else:
-                    _copy_staged(cur, table, columns, prefix, data)
+                    _copy_staged(cur, slotted(table, batch_id), columns, prefix, data)
         return total
 
     @classmethod
@@ -723,7 +768,7 @@ class GraphStore:
                 keys[stored.event_hash] = keys_to_text(keys_from_rows(stored.event_hash, rows))
         sent = 0
         with conn.cursor() as cur:
-            cur.execute("DELETE FROM stg_events WHERE batch_id = %s AND part = %s", (batch_id, part))
+            cur.execute(slotted("DELETE FROM stg_events WHERE batch_id = %s AND part = %s", batch_id), (batch_id, part))
             with _copy_events(cur, batch_id, part) as write:
                 for start in range(0, len(events), _STREAM_EVENTS):
                     t0 = time.perf_counter()
@@ -924,14 +969,15 @@ class GraphStore:
         params = {"b": batch_id}
         result = BatchResult(batch_id=batch_id)
         with conn.transaction(), conn.cursor() as cur:
+            scur = _SlotCursor(cur, batch_id)   # the staging tables of the batch's slot (migration 017)
             # work_mem for this transaction only: the sorts of the staged events and provenance rows (ORDER BY
             # key, for the lock order) are ~7 MB per 5,000 events and spilled to disk at the default 4 MB.
-            cur.execute("SELECT pg_advisory_xact_lock(%s, %s), set_config('work_mem', %s, true)",
+            scur.execute("SELECT pg_advisory_xact_lock(%s, %s), set_config('work_mem', %s, true)",
                         (_BATCH_LOCK_CLASS, batch_id % 2_147_483_647, _MERGE_WORK_MEM))
             if data is not None:
                 started = time.perf_counter()
                 for table in STAGING_COLUMNS:
-                    cur.execute(f"DELETE FROM {table} WHERE batch_id = %s", (batch_id,))
+                    scur.execute(f"DELETE FROM {table} WHERE batch_id = %s", (batch_id,))
                 if isinstance(data, GraphRows):
                     self._stage_rows(conn, batch_id, 0, data, self.settings.store_copy_chunk_bytes)
                     self.last_timings["stage"] = time.perf_counter() - started
@@ -941,7 +987,7 @@ class GraphStore:
                     self.last_rejections = list(rows.rejected)   # known even if the transaction fails
                     if derived is not None:
                         derived.append(rows)
-            committed = cur.execute("SELECT events_in, events_new, duplicates, rows_added, rows_modified "
+            committed = scur.execute("SELECT events_in, events_new, duplicates, rows_added, rows_modified "
                                     "FROM lineage_transactions WHERE batch_id = %s", (batch_id,)).fetchone()
             if committed is not None:
                 self._clear(cur, batch_id)
@@ -950,16 +996,16 @@ class GraphStore:
                 return result
             annotating: _Annotator | None = None
             try:
-                one_part = not cur.execute(STAGED_PARTS, params).fetchone()[0]
+                one_part = not scur.execute(STAGED_PARTS, params).fetchone()[0]
                 for table, statements in _MERGES:
                     started = time.perf_counter()
-                    added, modified = _counts(cur.execute(statements[one_part], params).fetchone())
+                    added, modified = _counts(scur.execute(statements[one_part], params).fetchone())
                     if table == "lineage_runs":
-                        cur.execute(RUN_DURATIONS, params)
+                        scur.execute(RUN_DURATIONS, params)
                     if table == "lineage_edges":
-                        modified += cur.execute(EDGE_DURATIONS, params).rowcount
-                        modified += cur.execute(EDGE_VALIDITY, params).rowcount
-                        modified += cur.execute(EDGE_VALIDITY_VERSIONS_ONLY, params).rowcount
+                        modified += scur.execute(EDGE_DURATIONS, params).rowcount
+                        modified += scur.execute(EDGE_VALIDITY, params).rowcount
+                        modified += scur.execute(EDGE_VALIDITY_VERSIONS_ONLY, params).rowcount
                     if table == "lineage_provenance":
                         modified += resolve_write_kinds(cur, params)
                     self._count(result, table, added, modified)
@@ -969,7 +1015,7 @@ class GraphStore:
                         # thread while the server merges the other tables; written after provenance.
                         started = time.perf_counter()
                         set_json_loads(_loads, cur)
-                        inputs = cur.execute(QUALITY_INPUTS, params).fetchall()
+                        inputs = scur.execute(QUALITY_INPUTS, params).fetchall()
                         self.last_timings["quality_query"] = time.perf_counter() - started
                         annotating = _Annotator(inputs, self.settings.timeliness_window_seconds)
                         annotating.start()
@@ -980,20 +1026,20 @@ class GraphStore:
                 started = time.perf_counter()
                 if out:
                     self._count(result, "lineage_quality",
-                                *_counts(cur.execute(MERGE_QUALITY, {**params, "rows": _dumps(out)}).fetchone()))
+                                *_counts(scur.execute(MERGE_QUALITY, {**params, "rows": _dumps(out)}).fetchone()))
                 self.last_timings["lineage_quality"] = time.perf_counter() - started
             finally:
                 if annotating is not None:
                     annotating.join()
             started = time.perf_counter()
-            events_in, events_new = _counts(cur.execute(MERGE_EVENTS, params).fetchone())
+            events_in, events_new = _counts(scur.execute(MERGE_EVENTS, params).fetchone())
             self.last_timings["lineage_events"] = time.perf_counter() - started
             self._count(result, "lineage_events", events_new, 0)
-            producers = sorted({p for (p,) in cur.execute(
+            producers = sorted({p for (p,) in scur.execute(
                 "SELECT DISTINCT producer FROM stg_events WHERE batch_id = %s AND producer IS NOT NULL",
                 (batch_id,)).fetchall()})
             result.events_in, result.events_new, result.duplicates = events_in, events_new, events_in - events_new
-            cur.execute(
+            scur.execute(
                 "INSERT INTO lineage_transactions (batch_id, identity, producers, events_in, events_new, duplicates,"
                 " rows_added, rows_modified, rows_by_table) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 (batch_id, json.dumps(_identity(identity), sort_keys=True, default=str), json.dumps(producers),
@@ -1010,9 +1056,38 @@ class GraphStore:
             result.rows_by_table[table] = added + modified
 
     @staticmethod
-    def _clear(cur: psycopg.Cursor, batch_id: int) -> None:
-        for table in STAGING_COLUMNS:
+    def _clear(cur: psycopg.Cursor, batch_id: int) -> str:
+        """Remove ``batch_id``'s staged rows (the caller's transaction, at the end of its merge): TRUNCATE its slot's
+        tables when they hold nothing else, else DELETE its rows. Returns how: ``truncate``, ``delete`` or ``empty``.
+
+        Migration 017 says why (a DELETE's dead rows cost the merge and then autovacuum). A TRUNCATE needs the slot's
+        tables to itself: the lock is asked for without waiting (``NOWAIT``: a reader of the parent tables, an
+        autovacuum worker or another writer's staging holds it, and waiting while this merge holds graph rows could
+        deadlock), and no other batch may have rows there (another writer's batch in the same slot, a batch a crash
+        left staged): then the lock is given back (the savepoint is rolled back) and the rows are DELETEd."""
+        tables = [slotted(table, batch_id) for table in STAGING_COLUMNS]
+        bounds = cur.execute(" UNION ALL ".join(f"SELECT min(batch_id), max(batch_id) FROM {t}" for t in tables)
+                             ).fetchall()
+        if all(low is None for low, _high in bounds):
+            return "empty"
+        try:
+            with cur.connection.transaction():   # a savepoint: rolled back, it gives the lock back
+                cur.execute(f"LOCK TABLE {', '.join(tables)} IN ACCESS EXCLUSIVE MODE NOWAIT")
+                bounds = cur.execute(" UNION ALL ".join(f"SELECT min(batch_id), max(batch_id) FROM {t}"
+                                                        for t in tables)).fetchall()
+                if any(low is not None and (low != batch_id or high != batch_id) for low, high in bounds):
+                    raise _SlotShared
+                cur.execute(f"TRUNCATE {', '.join(tables)}")
+                return "truncate"
+        except (_SlotShared, pg_errors.LockNotAvailable):
+            pass
+        for table in tables:
             cur.execute(f"DELETE FROM {table} WHERE batch_id = %s", (batch_id,))
+        return "delete"
+
+
+class _SlotShared(Exception):
+    """A staging slot holds another batch's rows too (:meth:`GraphStore._clear`)."""
 
 
 def _put(handoff: queue.Queue[Any], item: Any, stop: threading.Event) -> bool:
