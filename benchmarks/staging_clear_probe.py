@@ -1,24 +1,26 @@
-"""What clearing a merged batch's staging rows costs the server: today's DELETE and the VACUUM it leaves, against a
-TRUNCATE of per-slot staging tables (issue 18's "TRUNCATE-based staging clears", priced before it is built).
+"""What clearing a merged batch's staging rows costs the server: a DELETE and the VACUUM it leaves, against the TRUNCATE
+of the batch's slot that the store does since migration 017 (issue 18's "TRUNCATE-based staging clears").
 
     python benchmarks/staging_clear_probe.py [--batches 6] [--batch-size 10000]
 
-The staging tables (``stg_*`` of :data:`sink.derive.STAGING_COLUMNS`) are one set of tables for every batch: the
-merge ends with ``DELETE FROM stg_X WHERE batch_id = b`` (:meth:`sink.postgres.GraphStore._clear`), and the dead rows
-(~30 MB a 10,000-event batch of demo events, most of it ``stg_events``' texts and ``stg_provenance``'s documents) are
-reclaimed later by autovacuum, whose CPU shows in ``benchmarks/store_server_ledger.py`` (``vacuum stg_*``). The
-alternative: one set of staging tables per batch slot (``batch_id % 4``: at most three batches are in flight), so a
-merged batch's slot is emptied with ``TRUNCATE`` (new empty files, nothing for vacuum to do).
+Up to session 45 the staging tables (``stg_*`` of :data:`sink.derive.STAGING_COLUMNS`) were one set of tables for
+every batch: the merge ended with ``DELETE FROM stg_X WHERE batch_id = b``, and the dead rows (~30 MB a 10,000-event
+batch of demo events, most of it ``stg_events``' texts and ``stg_provenance``'s documents) were reclaimed later by
+autovacuum, whose CPU shows in ``benchmarks/store_server_ledger.py`` (``vacuum stg_*``). Since migration 017 they are
+partitioned into batch slots (``batch_id % 4``) and the merge TRUNCATEs the batch's slot when it has it to itself
+(:func:`sink.postgres.clear_slot`), falling back to the DELETE otherwise.
 
 On a fresh embedded PostgreSQL (the product's default server) each batch of demo events is staged and merged as the
-store does it (``GraphStore._derive_and_stage`` on one connection, then ``GraphStore.merge``), and beside it copied
-(untimed) into a twin set of tables (``CREATE TABLE stg_X_slot (LIKE stg_X INCLUDING ALL)``). Counted, as CPU of the
-server backend that runs the statement (``/proc``), per batch after the first:
+store does it (``GraphStore._derive_and_stage`` on one connection, then ``GraphStore.merge``); before the merge its
+staged rows are copied (untimed) into a twin set of plain tables (``CREATE TABLE stg_X_twin (LIKE stg_X INCLUDING
+ALL)``, autovacuum off). Counted, as CPU of the server backend that runs the statements (``/proc``), per batch after
+the first:
 
-* ``delete``: the merge's ``_clear`` (the DELETEs of the batch's rows);
-* ``vacuum``: ``VACUUM`` of the staging tables right after the merge: the work autovacuum would do for those dead rows
-  (autovacuum runs later and less often, on a worker of its own; its cost per dead row is about the same);
-* ``truncate``: ``TRUNCATE`` of the twin tables holding the same rows, in one transaction.
+* ``truncate``: the merge's clear (:meth:`GraphStore._clear`; it says which way it went: ``truncate`` unless something
+  else held the slot);
+* ``delete``: ``DELETE FROM stg_X_twin WHERE batch_id = b`` of the same rows (the clear before migration 017);
+* ``vacuum``: ``VACUUM`` of the twin tables right after: the work autovacuum would do for those dead rows
+  (autovacuum runs later and less often, on a worker of its own, and costs more per dead row there: the ledger).
 
 Asserts nothing; prints microseconds of server CPU per event, median (range) over the counted batches.
 """
@@ -44,18 +46,19 @@ def probe(batches: int, batch_size: int) -> dict[str, list[float]]:
 
     from lineage.embedded.postgres import EmbeddedPostgres
     from sink.derive import STAGING_COLUMNS
-    from sink.postgres import GraphStore
+    from sink.postgres import GraphStore, slotted
 
     stored = demo_events(batches * batch_size)
     tables = list(STAGING_COLUMNS)
-    figures: dict[str, list[float]] = {"delete": [], "vacuum": [], "truncate": []}
-    cleared: list[float] = []
+    figures: dict[str, list[float]] = {"truncate": [], "delete": [], "vacuum": []}
+    cleared: list[tuple[float, str]] = []
     original = GraphStore._clear
 
-    def timed_clear(cur: psycopg.Cursor, batch_id: int) -> None:
+    def timed_clear(cur: psycopg.Cursor, batch_id: int) -> str:
         before = _process_cpu(cur.connection.info.backend_pid) or 0.0
-        original(cur, batch_id)
-        cleared.append((_process_cpu(cur.connection.info.backend_pid) or 0.0) - before)
+        how = original(cur, batch_id)
+        cleared.append(((_process_cpu(cur.connection.info.backend_pid) or 0.0) - before, how))
+        return how
 
     with tempfile.TemporaryDirectory(prefix="staging-clear-") as tmp:
         server = EmbeddedPostgres(Path(tmp) / "data").start()
@@ -64,29 +67,31 @@ def probe(batches: int, batch_size: int) -> dict[str, list[float]]:
             with GraphStore(server.dsn) as store, psycopg.connect(server.dsn, autocommit=True) as side:
                 store.migrate()
                 for table in tables:
-                    side.execute(f"CREATE TABLE {table}_slot (LIKE {table} INCLUDING ALL)")
-                    side.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")   # VACUUMed here, timed
+                    side.execute(f"CREATE TABLE {table}_twin (LIKE {table} INCLUDING ALL) "
+                                 "WITH (autovacuum_enabled = false)")   # VACUUMed here, timed
                 side_pid = side.info.backend_pid
                 for n in range(batches):
                     events = stored[n * batch_size:(n + 1) * batch_size]
                     with store.conn.transaction():
                         GraphStore._derive_and_stage(store.conn, n, 0, events, 1 << 20, {})
                     for table in tables:
-                        side.execute(f"INSERT INTO {table}_slot SELECT * FROM {table} WHERE batch_id = %s", (n,))
+                        side.execute(f"INSERT INTO {table}_twin SELECT * FROM {slotted(table, n)} WHERE batch_id = %s",
+                                     (n,))
                     store.merge(n)
                     before = _process_cpu(side_pid) or 0.0
                     for table in tables:
-                        side.execute(f"VACUUM {table}")
-                    vacuum = (_process_cpu(side_pid) or 0.0) - before
+                        side.execute(f"DELETE FROM {table}_twin WHERE batch_id = %s", (n,))
+                    delete = (_process_cpu(side_pid) or 0.0) - before
                     time.sleep(0.05)
                     before = _process_cpu(side_pid) or 0.0
-                    with side.transaction():
-                        side.execute("TRUNCATE " + ", ".join(f"{table}_slot" for table in tables))
-                    truncate = (_process_cpu(side_pid) or 0.0) - before
-                    print(f"batch {n}: delete {cleared[-1]:.3f} s, vacuum {vacuum:.3f} s, truncate {truncate:.3f} s "
-                          "of server CPU", flush=True)
+                    for table in tables:
+                        side.execute(f"VACUUM {table}_twin")
+                    vacuum = (_process_cpu(side_pid) or 0.0) - before
+                    truncate, how = cleared[-1]
+                    print(f"batch {n}: the merge's clear ({how}) {truncate:.3f} s, delete {delete:.3f} s, "
+                          f"vacuum {vacuum:.3f} s of server CPU", flush=True)
                     if n:   # the first batch: a cold server and empty tables
-                        for key, value in (("delete", cleared[-1]), ("vacuum", vacuum), ("truncate", truncate)):
+                        for key, value in (("truncate", truncate), ("delete", delete), ("vacuum", vacuum)):
                             figures[key].append(value * 1e6 / batch_size)
         finally:
             GraphStore._clear = staticmethod(original)   # type: ignore[method-assign]

@@ -1,8 +1,10 @@
 """The PostgreSQL lineage graph: migrations, staging (COPY) and set-based merges.
 
-One batch is one transaction. ``write_batch`` = derive (sink/derive.py, pure) + COPY into the UNLOGGED
-``stg_*`` tables tagged ``(batch_id, part)`` + :meth:`GraphStore.merge`, all on one connection in one
-transaction. Throughput (benchmarks/store_write_bench.py): the derivation is pipelined with the COPY of
+One batch is one transaction. ``write_batch`` = derive (sink/derive.py, pure) + COPY into the ``stg_*`` tables
+tagged ``(batch_id, part)`` + :meth:`GraphStore.merge`, all on one connection in one transaction. The staging tables
+are partitioned into four batch slots (migration 017): a batch is staged in, merged from and cleared from its slot's
+tables by name (:func:`slotted`), and the merge ends by TRUNCATing its slot when it has it to itself, else by
+DELETEing the batch's rows (:func:`clear_slot`). Throughput (benchmarks/store_write_bench.py): the derivation is pipelined with the COPY of
 the raw events (the server stores their canonical JSON text while Python derives the next chunk), and the
 quality annotations are computed on a thread while the server runs the later merge statements. The streaming path splits it: :meth:`GraphStore.stage_partition` on executors (own
 connection, replaces its ``(batch_id, part)`` rows: task retries are idempotent), then
@@ -119,10 +121,13 @@ def copy_text(prefix: str, rows: Sequence[tuple[Any, ...]]) -> str:
     return prefix + ("\n" + prefix).join(lines) + "\n"
 
 
-#: The graph staging tables are partitioned into this many batch slots (migration 017): a batch's rows are staged in,
-#: merged from and cleared from the tables of its slot, ``stg_<name>_s<batch_id mod STAGING_SLOTS>``.
+#: The graph staging tables and the hand-over table are partitioned into this many batch slots (migration 017): a
+#: batch's rows are staged in, read from and cleared from the tables of its slot, ``stg_<name>_s<batch_id mod 4>``.
 STAGING_SLOTS = 4
-_STAGING_TABLE = re.compile(r"\b(" + "|".join(STAGING_COLUMNS) + r")\b")
+#: The hand-over table (migrations 006, 010, 017): written by the staging pass, read and cleared by the enrich step
+#: after the merge's commit (stream_processor/enrich.py), so not cleared by the merge.
+HANDOVER_TABLE = "stg_event_keys"
+_STAGING_TABLE = re.compile(r"\b(" + "|".join((*STAGING_COLUMNS, HANDOVER_TABLE)) + r")\b")
 
 
 def staging_slot(batch_id: int) -> int:
@@ -142,8 +147,7 @@ def slotted(sql: str, batch_id: int) -> str:
     Why by name and not through the partitioned parent: a statement on the parent locks every partition (the slot
     is not known when a prepared statement's generic plan is made), so it would wait for the TRUNCATE of another
     slot that a concurrent merge holds until its commit; the partitions of different slots never wait for each
-    other (staging batch N+1 while batch N's merge clears its slot). ``stg_event_keys`` and ``stg_self_parts`` are
-    not partitioned."""
+    other (staging batch N+1 while batch N's merge clears its slot). ``stg_self_parts`` is not partitioned."""
     return _in_slot(sql, int(batch_id) % STAGING_SLOTS)
 
 
@@ -658,6 +662,39 @@ def _identity(given: Mapping[str, Any] | None) -> dict[str, Any]:
             **dict(given or {})}
 
 
+def clear_slot(cur: psycopg.Cursor, batch_id: int, tables: Sequence[str]) -> str:
+    """Remove ``batch_id``'s rows from the staging ``tables`` (unslotted names) in the caller's transaction: TRUNCATE
+    its slot's tables when they hold nothing else, else DELETE its rows. Returns how: ``truncate``, ``delete`` or
+    ``empty`` (nothing staged).
+
+    Migration 017 says why (a DELETE's dead rows cost the statement and then autovacuum). A TRUNCATE needs the slot's
+    tables to itself: the lock is asked for without waiting (``NOWAIT``: a reader of the parent tables, an autovacuum
+    worker or another writer's staging holds it, and waiting while a merge holds graph rows could deadlock), and no
+    other batch may have rows there (another writer's batch in the same slot, a batch a crash left staged): then the
+    lock is given back (the savepoint is rolled back) and the rows are DELETEd."""
+    names = [slotted(table, batch_id) for table in tables]
+    bounds_sql = " UNION ALL ".join(f"SELECT min(batch_id), max(batch_id) FROM {name}" for name in names)
+    if all(low is None for low, _high in cur.execute(bounds_sql).fetchall()):
+        return "empty"
+    try:
+        with cur.connection.transaction():   # a savepoint: rolled back, it gives the lock back
+            cur.execute(f"LOCK TABLE {', '.join(names)} IN ACCESS EXCLUSIVE MODE NOWAIT")
+            if any(low is not None and (low != batch_id or high != batch_id)
+                   for low, high in cur.execute(bounds_sql).fetchall()):
+                raise _SlotShared
+            cur.execute(f"TRUNCATE {', '.join(names)}")
+            return "truncate"
+    except (_SlotShared, pg_errors.LockNotAvailable):
+        pass
+    for name in names:
+        cur.execute(f"DELETE FROM {name} WHERE batch_id = %s", (batch_id,))
+    return "delete"
+
+
+class _SlotShared(Exception):
+    """A staging slot holds another batch's rows too (:func:`clear_slot`)."""
+
+
 #: Stand-in for two schemas known equal by fields_hash (consistency 1.0, no schema anomaly).
 _SAME_SCHEMA = [{"name": "", "type": ""}]
 
@@ -807,9 +844,10 @@ class GraphStore:
                 record = json.dumps(doc, ensure_ascii=True, separators=(",", ":"))
             rows.append((event_hash, event_keys, _bytea(record_key), record))
         with conn.cursor() as cur:
-            cur.execute("DELETE FROM stg_event_keys WHERE batch_id = %s AND part = %s", (batch_id, part))
+            cur.execute(slotted("DELETE FROM stg_event_keys WHERE batch_id = %s AND part = %s", batch_id),
+                        (batch_id, part))
             if rows:
-                _copy_staged(cur, "stg_event_keys", ("event_hash", "keys", "record_key", "record"),
+                _copy_staged(cur, slotted(HANDOVER_TABLE, batch_id), ("event_hash", "keys", "record_key", "record"),
                              f"{int(batch_id)}\t{int(part)}\t", rows)
 
     @classmethod
@@ -893,7 +931,7 @@ class GraphStore:
         when its ``foreachBatch`` returns, i.e. after the merge committed.
 
         The staged rows of a batch are committed (as the stream's executors commit theirs) before its merge
-        starts; a merge that fails leaves them in the UNLOGGED staging tables, where the next write of that
+        starts; a merge that fails leaves them in the staging tables, where the next write of that
         batch id replaces them. An error in either thread stops both and is raised here; the batches merged
         before it stay committed.
         """
@@ -1057,37 +1095,8 @@ class GraphStore:
 
     @staticmethod
     def _clear(cur: psycopg.Cursor, batch_id: int) -> str:
-        """Remove ``batch_id``'s staged rows (the caller's transaction, at the end of its merge): TRUNCATE its slot's
-        tables when they hold nothing else, else DELETE its rows. Returns how: ``truncate``, ``delete`` or ``empty``.
-
-        Migration 017 says why (a DELETE's dead rows cost the merge and then autovacuum). A TRUNCATE needs the slot's
-        tables to itself: the lock is asked for without waiting (``NOWAIT``: a reader of the parent tables, an
-        autovacuum worker or another writer's staging holds it, and waiting while this merge holds graph rows could
-        deadlock), and no other batch may have rows there (another writer's batch in the same slot, a batch a crash
-        left staged): then the lock is given back (the savepoint is rolled back) and the rows are DELETEd."""
-        tables = [slotted(table, batch_id) for table in STAGING_COLUMNS]
-        bounds = cur.execute(" UNION ALL ".join(f"SELECT min(batch_id), max(batch_id) FROM {t}" for t in tables)
-                             ).fetchall()
-        if all(low is None for low, _high in bounds):
-            return "empty"
-        try:
-            with cur.connection.transaction():   # a savepoint: rolled back, it gives the lock back
-                cur.execute(f"LOCK TABLE {', '.join(tables)} IN ACCESS EXCLUSIVE MODE NOWAIT")
-                bounds = cur.execute(" UNION ALL ".join(f"SELECT min(batch_id), max(batch_id) FROM {t}"
-                                                        for t in tables)).fetchall()
-                if any(low is not None and (low != batch_id or high != batch_id) for low, high in bounds):
-                    raise _SlotShared
-                cur.execute(f"TRUNCATE {', '.join(tables)}")
-                return "truncate"
-        except (_SlotShared, pg_errors.LockNotAvailable):
-            pass
-        for table in tables:
-            cur.execute(f"DELETE FROM {table} WHERE batch_id = %s", (batch_id,))
-        return "delete"
-
-
-class _SlotShared(Exception):
-    """A staging slot holds another batch's rows too (:meth:`GraphStore._clear`)."""
+        """Remove ``batch_id``'s staged graph rows at the end of its merge (:func:`clear_slot`); returns how."""
+        return clear_slot(cur, batch_id, tuple(STAGING_COLUMNS))
 
 
 def _put(handoff: queue.Queue[Any], item: Any, stop: threading.Event) -> bool:

@@ -17,7 +17,7 @@ batch, a Spark job, a Python worker per partition): two statements and a produce
    (:data:`sink.annotations_lookup.LOOKUP_SQL`, only for the keys not found; up to session 12 it fetched all
    of them, ~0.19 s of the server per 5,000-event batch, the most expensive statement of the finishing);
 3. the records are published to ``openlineage.events.enriched`` and delivered (flushed), then the batch's
-   handed-over rows are deleted.
+   handed-over rows are removed (its slot of ``stg_event_keys`` TRUNCATEd when it holds nothing else, migration 017).
 
 An event the store could not derive (``keys`` NULL) carries its event in the handed-over record and is
 published with null annotations (``enriched_unannotated``), as before. Counts, as the executor pass had
@@ -68,13 +68,14 @@ def enrich_batch(conn: Any, batch_id: int, publisher: Any, topic: str,
 
     from sink.annotations_lookup import annotations, dumps, keys_from_text, lookup
     from sink.fastjson import loads
+    from sink.postgres import HANDOVER_TABLE, clear_slot, slotted
 
     from .avro_records import encode_enriched
 
     keyed, bare = [], []   # (keys, Kafka key, record, event text) of new events; (Kafka key, record) of unstored
     if payloads is None:
         payloads = dict(conn.execute(EVENT_TEXTS_SQL, {"b": int(batch_id)}).fetchall())
-    for event_hash, keys, key, record in _handed_over(conn.execute(HANDOVER_SQL, {"b": int(batch_id)}).fetchall()):
+    for event_hash, keys, key, record in _handed_over(conn.execute(slotted(HANDOVER_SQL, batch_id), {"b": int(batch_id)}).fetchall()):
         payload = payloads.get(event_hash)
         if keys is None:
             bare.append((key, record))
@@ -106,5 +107,7 @@ def enrich_batch(conn: Any, batch_id: int, publisher: Any, topic: str,
     if published:
         publisher.flush()
         bump("enriched", published)
-    conn.execute("DELETE FROM stg_event_keys WHERE batch_id = %s", (int(batch_id),))
+    # the batch's slot of the hand-over table TRUNCATEd when it holds nothing else, else its rows DELETEd (migration 017)
+    with conn.transaction(), conn.cursor() as cur:
+        clear_slot(cur, int(batch_id), (HANDOVER_TABLE,))
     return published

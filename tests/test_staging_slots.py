@@ -1,4 +1,4 @@
-"""Migration 017: the graph staging tables in four batch slots, a merged batch's slot TRUNCATEd when it has it to itself.
+"""Migration 017: the staging tables in four batch slots, a merged batch's slot TRUNCATEd when it has it to itself.
 
 Against a real PostgreSQL (the embedded server): the slot a batch is staged in, the TRUNCATE that empties it after its
 merge (a new relfilenode, no deleted tuples), the DELETE it falls back to when the slot holds another batch's rows or
@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from sink.derive import STAGING_COLUMNS
-from sink.postgres import STAGING_SLOTS, GraphStore, slotted, staging_slot
+from sink.postgres import HANDOVER_TABLE, STAGING_SLOTS, GraphStore, clear_slot, slotted, staging_slot
 from tests.test_store_postgres import one, pipeline_events
 
 pytestmark = pytest.mark.integration
@@ -43,6 +43,7 @@ def test_slot_names():
     assert slotted(sql, 6) == ("SELECT 1 FROM stg_events_s2 e JOIN stg_event_keys k USING (event_hash), "
                                "stg_datasets_s2, stg_dataset_versions_s2")
     assert slotted("stg_self_parts", 3) == "stg_self_parts"
+    assert slotted("DELETE FROM stg_event_keys WHERE batch_id = %s", 7) == "DELETE FROM stg_event_keys_s3 WHERE batch_id = %s"
 
 
 def test_a_batch_is_staged_in_its_slot_and_its_merge_truncates_it(store, pg_dsn):
@@ -72,6 +73,28 @@ def test_clear_says_how_it_cleared(store, pg_dsn):
     with conn.transaction(), conn.cursor() as cur:
         assert GraphStore._clear(cur, 13) == "truncate"
     assert _staged(pg_dsn, 13) == 0
+
+
+def _handover(events: list) -> dict[str, tuple[bytes | None, str]]:
+    return {e.event_hash: (b"key", '{"record": 1}') for e in events}
+
+
+def test_the_merge_leaves_the_hand_over_to_the_enrich_step_which_clears_its_slot(store, pg_dsn):
+    first, second = pipeline_events(str(uuid.uuid4())), pipeline_events(str(uuid.uuid4()), t0=10)
+    GraphStore.stage_partition(pg_dsn, 7, 0, first, _handover(first))
+    store.merge(7)
+    assert one(pg_dsn, "SELECT count(*) FROM stg_event_keys_s3 WHERE batch_id = 7")[0] == 3   # read after the commit
+    GraphStore.stage_partition(pg_dsn, 11, 0, second, _handover(second))                    # slot 3 as well
+    conn = store.conn
+    with conn.transaction(), conn.cursor() as cur:
+        assert clear_slot(cur, 7, (HANDOVER_TABLE,)) == "delete"
+    assert one(pg_dsn, "SELECT count(*) FROM stg_event_keys WHERE batch_id = 11")[0] == 3
+    store.merge(11)
+    node = _relfilenode(pg_dsn, "stg_event_keys_s3")
+    with conn.transaction(), conn.cursor() as cur:
+        assert clear_slot(cur, 11, (HANDOVER_TABLE,)) == "truncate"
+    assert one(pg_dsn, "SELECT count(*) FROM stg_event_keys")[0] == 0
+    assert _relfilenode(pg_dsn, "stg_event_keys_s3") != node
 
 
 def test_a_slot_shared_with_another_batch_keeps_that_batchs_rows(store, pg_dsn):
@@ -126,10 +149,14 @@ def test_rows_staged_before_the_migration_move_into_their_slots(pg_dsn):
                              "VALUES (%s, %s, %s, 'run', '{}')", (batch_id, part, f"h{batch_id}{part}"))
                 conn.execute("INSERT INTO stg_provenance (batch_id, part, provenance_id, node_id) VALUES "
                              "(%s, %s, gen_random_uuid(), gen_random_uuid())", (batch_id, part))
+                conn.execute("INSERT INTO stg_event_keys (batch_id, part, event_hash, keys, record) VALUES "
+                             "(%s, %s, %s, '{}', '{}')", (batch_id, part, f"h{batch_id}{part}"))
         assert 17 in store.migrate()
     assert one(pg_dsn, "SELECT count(*) FROM stg_events_s2 WHERE batch_id = 6")[0] == 2
     assert one(pg_dsn, "SELECT count(*) FROM stg_events_s1 WHERE batch_id = -3")[0] == 1
     assert one(pg_dsn, "SELECT count(*) FROM stg_provenance")[0] == 3
+    assert one(pg_dsn, "SELECT count(*) FROM stg_event_keys_s2 WHERE batch_id = 6")[0] == 2
+    assert one(pg_dsn, "SELECT count(*) FROM stg_event_keys_s1 WHERE batch_id = -3")[0] == 1
     assert one(pg_dsn, "SELECT count(*) FROM pg_class WHERE relname ~ 'unslotted'")[0] == 0
     assert one(pg_dsn, "SELECT count(*) FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhparent "
                        "WHERE p.relname = 'stg_events'")[0] == STAGING_SLOTS
