@@ -40,7 +40,7 @@ def test_slot_names():
     assert [staging_slot(b) for b in (0, 1, 4, 7, -1, -3, -4, 2**40 + 5)] == [0, 1, 0, 3, 3, 1, 0, 1]
     assert STAGING_SLOTS == 4
     sql = "SELECT 1 FROM stg_events e JOIN stg_event_keys k USING (event_hash), stg_datasets, stg_dataset_versions"
-    assert slotted(sql, 6) == ("SELECT 1 FROM stg_events_s2 e JOIN stg_event_keys k USING (event_hash), "
+    assert slotted(sql, 6) == ("SELECT 1 FROM stg_events_s2 e JOIN stg_event_keys_s2 k USING (event_hash), "
                                "stg_datasets_s2, stg_dataset_versions_s2")
     assert slotted("stg_self_parts", 3) == "stg_self_parts"
     assert slotted("DELETE FROM stg_event_keys WHERE batch_id = %s", 7) == "DELETE FROM stg_event_keys_s3 WHERE batch_id = %s"
