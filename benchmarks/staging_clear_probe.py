@@ -1,7 +1,7 @@
 """What clearing a merged batch's staging rows costs the server: a DELETE and the VACUUM it leaves, against the TRUNCATE
 of the batch's slot that the store does since migration 017 (issue 18's "TRUNCATE-based staging clears").
 
-    python benchmarks/staging_clear_probe.py [--batches 6] [--batch-size 10000]
+    python benchmarks/staging_clear_probe.py [--batches 6] [--batch-size 10000] [--force-truncate]
 
 Up to session 45 the staging tables (``stg_*`` of :data:`sink.derive.STAGING_COLUMNS`) were one set of tables for
 every batch: the merge ended with ``DELETE FROM stg_X WHERE batch_id = b``, and the dead rows (~30 MB a 10,000-event
@@ -17,7 +17,8 @@ ALL)``, autovacuum off). Counted, as CPU of the server backend that runs the sta
 the first:
 
 * ``truncate``: the merge's clear (:meth:`GraphStore._clear`; it says which way it went: ``truncate`` unless something
-  else held the slot);
+  else held the slot, or the batch is smaller than :data:`sink.postgres.TRUNCATE_MIN_ROWS`, which
+  ``--force-truncate`` sets to 0 to price a TRUNCATE of small batches);
 * ``delete``: ``DELETE FROM stg_X_twin WHERE batch_id = b`` of the same rows (the clear before migration 017);
 * ``vacuum``: ``VACUUM`` of the twin tables right after: the work autovacuum would do for those dead rows
   (autovacuum runs later and less often, on a worker of its own, and costs more per dead row there: the ledger).
@@ -41,9 +42,10 @@ if str(ROOT) not in sys.path:
 from benchmarks.store_write_bench import _process_cpu, demo_events  # noqa: E402
 
 
-def probe(batches: int, batch_size: int) -> dict[str, list[float]]:
+def probe(batches: int, batch_size: int, force_truncate: bool = False) -> dict[str, list[float]]:
     import psycopg
 
+    import sink.postgres
     from lineage.embedded.postgres import EmbeddedPostgres
     from sink.derive import STAGING_COLUMNS
     from sink.postgres import GraphStore, slotted
@@ -54,15 +56,18 @@ def probe(batches: int, batch_size: int) -> dict[str, list[float]]:
     cleared: list[tuple[float, str]] = []
     original = GraphStore._clear
 
-    def timed_clear(cur: psycopg.Cursor, batch_id: int) -> str:
+    def timed_clear(cur: psycopg.Cursor, batch_id: int, rows: int | None = None) -> str:
         before = _process_cpu(cur.connection.info.backend_pid) or 0.0
-        how = original(cur, batch_id)
+        how = original(cur, batch_id, rows)
         cleared.append(((_process_cpu(cur.connection.info.backend_pid) or 0.0) - before, how))
         return how
 
     with tempfile.TemporaryDirectory(prefix="staging-clear-") as tmp:
         server = EmbeddedPostgres(Path(tmp) / "data").start()
         GraphStore._clear = staticmethod(timed_clear)   # type: ignore[method-assign]
+        threshold = sink.postgres.TRUNCATE_MIN_ROWS
+        if force_truncate:
+            sink.postgres.TRUNCATE_MIN_ROWS = 0
         try:
             with GraphStore(server.dsn) as store, psycopg.connect(server.dsn, autocommit=True) as side:
                 store.migrate()
@@ -95,6 +100,7 @@ def probe(batches: int, batch_size: int) -> dict[str, list[float]]:
                             figures[key].append(value * 1e6 / batch_size)
         finally:
             GraphStore._clear = staticmethod(original)   # type: ignore[method-assign]
+            sink.postgres.TRUNCATE_MIN_ROWS = threshold
             server.stop(mode="immediate")
     return figures
 
@@ -103,8 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batches", type=int, default=6)
     parser.add_argument("--batch-size", type=int, default=10000)
+    parser.add_argument("--force-truncate", action="store_true",
+                        help="TRUNCATE the slot whatever the batch's size (TRUNCATE_MIN_ROWS 0)")
     args = parser.parse_args(argv)
-    figures = probe(args.batches, args.batch_size)
+    figures = probe(args.batches, args.batch_size, args.force_truncate)
     for key, values in figures.items():
         print(f"{key:>9}: median {statistics.median(values):.1f} us of server CPU per event "
               f"(range {min(values):.1f}-{max(values):.1f}, {len(values)} batches)")

@@ -662,10 +662,20 @@ def _identity(given: Mapping[str, Any] | None) -> dict[str, Any]:
             **dict(given or {})}
 
 
-def clear_slot(cur: psycopg.Cursor, batch_id: int, tables: Sequence[str]) -> str:
+#: A batch of fewer events than this has its staged rows DELETEd, not its slot TRUNCATEd (:func:`clear_slot`). A
+#: TRUNCATE costs about the same 10-50 ms however few rows go (new files for each table and index, their unlink at
+#: commit, the lock), while a DELETE and its later vacuum cost per row. benchmarks/staging_clear_probe.py
+#: ``--force-truncate`` (server CPU per event of demo traffic, TRUNCATE vs DELETE + VACUUM, 2026-12-07): 400-event
+#: batches 50 vs 0-50 + 0-50 µs, 2,000: 20 vs 5 + 10, 5,000: 8 vs 4 + 6, 10,000: 2 vs 6 + 3; even at ~4,000-5,000.
+#: Light traffic (small batches) is thus cleared as before migration 017; a backlog's full batches are TRUNCATEd.
+TRUNCATE_MIN_ROWS = 5000
+
+
+def clear_slot(cur: psycopg.Cursor, batch_id: int, tables: Sequence[str], rows: int | None = None) -> str:
     """Remove ``batch_id``'s rows from the staging ``tables`` (unslotted names) in the caller's transaction: TRUNCATE
     its slot's tables when they hold nothing else, else DELETE its rows. Returns how: ``truncate``, ``delete`` or
-    ``empty`` (nothing staged).
+    ``empty`` (nothing staged). ``rows``: the batch's events when the caller knows them; fewer than
+    :data:`TRUNCATE_MIN_ROWS` are DELETEd straight away (a TRUNCATE's fixed cost is more than their DELETE's).
 
     Migration 017 says why (a DELETE's dead rows cost the statement and then autovacuum). A TRUNCATE needs the slot's
     tables to itself: the lock is asked for without waiting (``NOWAIT``: a reader of the parent tables, an autovacuum
@@ -673,6 +683,9 @@ def clear_slot(cur: psycopg.Cursor, batch_id: int, tables: Sequence[str]) -> str
     other batch may have rows there (another writer's batch in the same slot, a batch a crash left staged): then the
     lock is given back (the savepoint is rolled back) and the rows are DELETEd."""
     names = [slotted(table, batch_id) for table in tables]
+    if rows is not None and rows < TRUNCATE_MIN_ROWS:
+        _delete_batch(cur, names, batch_id)
+        return "delete"
     bounds_sql = " UNION ALL ".join(f"SELECT min(batch_id), max(batch_id) FROM {name}" for name in names)
     if all(low is None for low, _high in cur.execute(bounds_sql).fetchall()):
         return "empty"
@@ -686,9 +699,13 @@ def clear_slot(cur: psycopg.Cursor, batch_id: int, tables: Sequence[str]) -> str
             return "truncate"
     except (_SlotShared, pg_errors.LockNotAvailable):
         pass
+    _delete_batch(cur, names, batch_id)
+    return "delete"
+
+
+def _delete_batch(cur: psycopg.Cursor, names: Sequence[str], batch_id: int) -> None:
     for name in names:
         cur.execute(f"DELETE FROM {name} WHERE batch_id = %s", (batch_id,))
-    return "delete"
 
 
 class _SlotShared(Exception):
@@ -1028,7 +1045,7 @@ class GraphStore:
             committed = scur.execute("SELECT events_in, events_new, duplicates, rows_added, rows_modified "
                                     "FROM lineage_transactions WHERE batch_id = %s", (batch_id,)).fetchone()
             if committed is not None:
-                self._clear(cur, batch_id)
+                self._clear(cur, batch_id, committed[0])
                 result.events_in, result.events_new, result.duplicates = committed[0], committed[1], committed[2]
                 result.already_committed = True
                 return result
@@ -1083,7 +1100,7 @@ class GraphStore:
                 (batch_id, json.dumps(_identity(identity), sort_keys=True, default=str), json.dumps(producers),
                  events_in, events_new, result.duplicates, result.rows_added, result.rows_modified,
                  json.dumps(result.rows_by_table, sort_keys=True)))
-            self._clear(cur, batch_id)
+            self._clear(cur, batch_id, events_in)
         return result
 
     @staticmethod
@@ -1094,9 +1111,10 @@ class GraphStore:
             result.rows_by_table[table] = added + modified
 
     @staticmethod
-    def _clear(cur: psycopg.Cursor, batch_id: int) -> str:
-        """Remove ``batch_id``'s staged graph rows at the end of its merge (:func:`clear_slot`); returns how."""
-        return clear_slot(cur, batch_id, tuple(STAGING_COLUMNS))
+    def _clear(cur: psycopg.Cursor, batch_id: int, rows: int | None = None) -> str:
+        """Remove ``batch_id``'s staged graph rows at the end of its merge (:func:`clear_slot`; ``rows``: its events
+        when known); returns how."""
+        return clear_slot(cur, batch_id, tuple(STAGING_COLUMNS), rows)
 
 
 def _put(handoff: queue.Queue[Any], item: Any, stop: threading.Event) -> bool:

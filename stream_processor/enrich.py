@@ -75,7 +75,8 @@ def enrich_batch(conn: Any, batch_id: int, publisher: Any, topic: str,
     keyed, bare = [], []   # (keys, Kafka key, record, event text) of new events; (Kafka key, record) of unstored
     if payloads is None:
         payloads = dict(conn.execute(EVENT_TEXTS_SQL, {"b": int(batch_id)}).fetchall())
-    for event_hash, keys, key, record in _handed_over(conn.execute(slotted(HANDOVER_SQL, batch_id), {"b": int(batch_id)}).fetchall()):
+    handed = _handed_over(conn.execute(slotted(HANDOVER_SQL, batch_id), {"b": int(batch_id)}).fetchall())
+    for event_hash, keys, key, record in handed:
         payload = payloads.get(event_hash)
         if keys is None:
             bare.append((key, record))
@@ -107,7 +108,8 @@ def enrich_batch(conn: Any, batch_id: int, publisher: Any, topic: str,
     if published:
         publisher.flush()
         bump("enriched", published)
-    # the batch's slot of the hand-over table TRUNCATEd when it holds nothing else, else its rows DELETEd (migration 017)
+    # the batch's slot of the hand-over table TRUNCATEd when it holds nothing else and the batch is large enough
+    # (TRUNCATE_MIN_ROWS), else its rows DELETEd (migration 017)
     with conn.transaction(), conn.cursor() as cur:
-        clear_slot(cur, int(batch_id), (HANDOVER_TABLE,))
+        clear_slot(cur, int(batch_id), (HANDOVER_TABLE,), len(handed))
     return published

@@ -2,8 +2,9 @@
 
 Against a real PostgreSQL (the embedded server): the slot a batch is staged in, the TRUNCATE that empties it after its
 merge (a new relfilenode, no deleted tuples), the DELETE it falls back to when the slot holds another batch's rows or
-someone else holds a lock on it (without waiting), staging in another slot while a merge holds its slot's lock, and
-rows staged before the migration moved into their slots.
+someone else holds a lock on it (without waiting), staging in another slot while a merge holds its slot's lock, a
+batch smaller than TRUNCATE_MIN_ROWS DELETEd (the tests of the TRUNCATE lower the threshold to 0, ``truncate_small``),
+and rows staged before the migration moved into their slots.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import uuid
 import psycopg
 import pytest
 
+import sink.postgres
 from sink.derive import STAGING_COLUMNS
 from sink.postgres import HANDOVER_TABLE, STAGING_SLOTS, GraphStore, clear_slot, slotted, staging_slot
 from tests.test_store_postgres import one, pipeline_events
@@ -26,6 +28,12 @@ def store(pg_dsn: str):
     with GraphStore(pg_dsn) as s:
         s.migrate()
         yield s
+
+
+@pytest.fixture
+def truncate_small(monkeypatch):
+    """The slot of a batch of any size TRUNCATEd (these tests' batches are a few events)."""
+    monkeypatch.setattr(sink.postgres, "TRUNCATE_MIN_ROWS", 0)
 
 
 def _relfilenode(dsn: str, table: str) -> int:
@@ -46,7 +54,7 @@ def test_slot_names():
     assert slotted("DELETE FROM stg_event_keys WHERE batch_id = %s", 7) == "DELETE FROM stg_event_keys_s3 WHERE batch_id = %s"
 
 
-def test_a_batch_is_staged_in_its_slot_and_its_merge_truncates_it(store, pg_dsn):
+def test_a_batch_is_staged_in_its_slot_and_its_merge_truncates_it(store, pg_dsn, truncate_small):
     events = pipeline_events(str(uuid.uuid4()))
     GraphStore.stage_partition(pg_dsn, 5, 0, events[:2])
     GraphStore.stage_partition(pg_dsn, 5, 1, events[2:])
@@ -61,7 +69,7 @@ def test_a_batch_is_staged_in_its_slot_and_its_merge_truncates_it(store, pg_dsn)
         assert _relfilenode(pg_dsn, f"{table}_s1") != before[table], f"{table}_s1 was not truncated"
 
 
-def test_clear_says_how_it_cleared(store, pg_dsn):
+def test_clear_says_how_it_cleared(store, pg_dsn, truncate_small):
     conn = store.conn
     with conn.transaction(), conn.cursor() as cur:
         assert GraphStore._clear(cur, 9) == "empty"
@@ -79,7 +87,7 @@ def _handover(events: list) -> dict[str, tuple[bytes | None, str]]:
     return {e.event_hash: (b"key", '{"record": 1}') for e in events}
 
 
-def test_the_merge_leaves_the_hand_over_to_the_enrich_step_which_clears_its_slot(store, pg_dsn):
+def test_the_merge_leaves_the_hand_over_to_the_enrich_step_which_clears_its_slot(store, pg_dsn, truncate_small):
     first, second = pipeline_events(str(uuid.uuid4())), pipeline_events(str(uuid.uuid4()), t0=10)
     GraphStore.stage_partition(pg_dsn, 7, 0, first, _handover(first))
     store.merge(7)
@@ -97,7 +105,7 @@ def test_the_merge_leaves_the_hand_over_to_the_enrich_step_which_clears_its_slot
     assert _relfilenode(pg_dsn, "stg_event_keys_s3") != node
 
 
-def test_a_slot_shared_with_another_batch_keeps_that_batchs_rows(store, pg_dsn):
+def test_a_slot_shared_with_another_batch_keeps_that_batchs_rows(store, pg_dsn, truncate_small):
     first, second = pipeline_events(str(uuid.uuid4())), pipeline_events(str(uuid.uuid4()), t0=10)
     GraphStore.stage_partition(pg_dsn, 2, 0, first)
     GraphStore.stage_partition(pg_dsn, 6, 0, second)      # another writer's batch (or a left-over) in slot 2
@@ -110,7 +118,7 @@ def test_a_slot_shared_with_another_batch_keeps_that_batchs_rows(store, pg_dsn):
     assert one(pg_dsn, "SELECT count(*) FROM stg_provenance")[0] == 0
 
 
-def test_a_locked_slot_falls_back_to_delete_without_waiting(store, pg_dsn):
+def test_a_locked_slot_falls_back_to_delete_without_waiting(store, pg_dsn, truncate_small):
     GraphStore.stage_partition(pg_dsn, 3, 0, pipeline_events(str(uuid.uuid4())))
     node = _relfilenode(pg_dsn, "stg_events_s3")
     with psycopg.connect(pg_dsn) as reader:
@@ -123,6 +131,19 @@ def test_a_locked_slot_falls_back_to_delete_without_waiting(store, pg_dsn):
         reader.rollback()
     assert _staged(pg_dsn, 3) == 0
     assert _relfilenode(pg_dsn, "stg_events_s3") == node
+
+
+def test_a_small_batch_is_deleted_from_its_slot(store, pg_dsn):
+    assert sink.postgres.TRUNCATE_MIN_ROWS > 3
+    GraphStore.stage_partition(pg_dsn, 10, 0, pipeline_events(str(uuid.uuid4())))
+    node = _relfilenode(pg_dsn, "stg_events_s2")
+    assert store.merge(10).events_new == 3
+    assert _staged(pg_dsn, 10) == 0
+    assert _relfilenode(pg_dsn, "stg_events_s2") == node   # deleted from, not truncated
+    conn = store.conn
+    with conn.transaction(), conn.cursor() as cur:
+        assert GraphStore._clear(cur, 10, 3) == "delete"
+        assert clear_slot(cur, 10, (HANDOVER_TABLE,), sink.postgres.TRUNCATE_MIN_ROWS) == "empty"
 
 
 def test_staging_another_slot_does_not_wait_for_a_merge_holding_its_slot(store, pg_dsn):
