@@ -11,6 +11,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .spark_daemon import WORKER_NICE_VARIABLE
+from .spark_python import spark_python
 
 __all__ = ["build_spark_session", "DRIVER_JAVA_OPTIONS", "SparkMemorySettings", "spark_master", "limit_malloc_arenas",
            "release_planner_workers", "python_worker_factories", "PLANNER_WORKER_MODULES", "WORKER_NICE_VARIABLE"]
@@ -128,12 +129,18 @@ def spark_master(master: str | None = None) -> str | None:
     return "local[2]"
 
 
+#: The interpreters :func:`build_spark_session` put into ``PYSPARK_PYTHON``: replaced by the next call's choice (a
+#: cluster session after a local one gets this interpreter again, not the local launcher).
+_PYTHONS_SET: set[str] = set()
+
+
 def build_spark_session(app_name: str = "lineage-processor", master: str | None = None,
                         local_dir: str | None = None, shuffle_partitions: int = 4,
                         extra_conf: dict[str, str] | None = None, memory: SparkMemorySettings | None = None) -> Any:
-    """Build (or get) the SparkSession. ``PYSPARK_PYTHON`` is pinned to this interpreter so
-    Python workers connect back; the RocksDB state store is used for stateful operators; ``memory``
-    (default: :class:`SparkMemorySettings` from the environment) bounds what it holds."""
+    """Build (or get) the SparkSession. ``PYSPARK_PYTHON`` is pinned to this interpreter (in local mode through
+    :func:`stream_processor.spark_python.spark_python`'s launcher) so Python workers connect back; the RocksDB
+    state store is used for stateful operators; ``memory`` (default: :class:`SparkMemorySettings` from the
+    environment) bounds what it holds."""
     try:
         from pyspark.sql import SparkSession
     except ImportError as exc:  # pragma: no cover - install hint
@@ -143,8 +150,15 @@ def build_spark_session(app_name: str = "lineage-processor", master: str | None 
     # py4j's DEBUG log echoes every JVM call with its arguments, option values such as SASL
     # passwords included (and INFO is a line per callback): WARNING, whatever the root level.
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    master = spark_master(master)
+    # this interpreter; in local mode through a launcher without PySpark's source zips on PYTHONPATH, so Spark's
+    # Python processes (the data-source planners of every query above all) import the installed pyspark with its
+    # bytecode caches (stream_processor/spark_python.py). Another interpreter a user chose is kept.
+    python = spark_python(master)
+    for name in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"):
+        if os.environ.get(name) in (None, "", sys.executable, *_PYTHONS_SET):
+            os.environ[name] = python
+    _PYTHONS_SET.add(python)
     memory = memory or SparkMemorySettings()
     if memory.malloc_arena_max:   # the local JVM inherits this process's environment, its Python workers the JVM's
         os.environ.setdefault("MALLOC_ARENA_MAX", str(memory.malloc_arena_max))
@@ -172,7 +186,6 @@ def build_spark_session(app_name: str = "lineage-processor", master: str | None 
         .config("spark.driver.extraJavaOptions",
                 os.environ.get("LINEAGE_SPARK_DRIVER_JAVA_OPTIONS", DRIVER_JAVA_OPTIONS))
     )
-    master = spark_master(master)
     if master:
         builder = builder.master(master)
     for key, value in memory.spark_conf().items():
