@@ -121,6 +121,11 @@ def main() -> None:
         deadline = time.monotonic() + 900
         while (not marks or marks[-1][0] < args.events * 0.98) and time.monotonic() < deadline:
             time.sleep(0.5)   # demo traffic holds a few duplicates, which the dedupe drops
+        # stopped between triggers, not in one: interrupting a running batch's Python work made Spark's stream
+        # thread log a StackOverflowError (java.util.regex, formatting the interruption) after the figures
+        settle = time.monotonic() + 10
+        while query.status.get("isTriggerActive") and time.monotonic() < settle:
+            time.sleep(0.05)
         query.stop()
         spark.stop()
     finally:
