@@ -68,7 +68,8 @@ def packages_installed() -> bool:
         import pyspark
     except ImportError:
         return False
-    return all(Path(str(getattr(m, "__file__", "") or "")).parent.is_dir() for m in (pyspark, py4j))
+    files = [getattr(m, "__file__", None) for m in (pyspark, py4j)]
+    return all(f and Path(f).parent.is_dir() for f in files)
 
 
 def _cache_root() -> Path:
