@@ -11,7 +11,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .spark_daemon import WORKER_NICE_VARIABLE
-from .spark_python import spark_python
+from .spark_python import is_launcher, spark_python
 
 __all__ = ["build_spark_session", "DRIVER_JAVA_OPTIONS", "SparkMemorySettings", "spark_master", "limit_malloc_arenas",
            "release_planner_workers", "python_worker_factories", "PLANNER_WORKER_MODULES", "WORKER_NICE_VARIABLE"]
@@ -129,11 +129,6 @@ def spark_master(master: str | None = None) -> str | None:
     return "local[2]"
 
 
-#: The interpreters :func:`build_spark_session` put into ``PYSPARK_PYTHON``: replaced by the next call's choice (a
-#: cluster session after a local one gets this interpreter again, not the local launcher).
-_PYTHONS_SET: set[str] = set()
-
-
 def build_spark_session(app_name: str = "lineage-processor", master: str | None = None,
                         local_dir: str | None = None, shuffle_partitions: int = 4,
                         extra_conf: dict[str, str] | None = None, memory: SparkMemorySettings | None = None) -> Any:
@@ -156,9 +151,10 @@ def build_spark_session(app_name: str = "lineage-processor", master: str | None 
     # bytecode caches (stream_processor/spark_python.py). Another interpreter a user chose is kept.
     python = spark_python(master)
     for name in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"):
-        if os.environ.get(name) in (None, "", sys.executable, *_PYTHONS_SET):
+        # a launcher in the environment (an earlier local session's, a parent's) is replaced too: a cluster's
+        # executors get the interpreter itself
+        if os.environ.get(name) in (None, "", sys.executable) or is_launcher(os.environ.get(name)):
             os.environ[name] = python
-    _PYTHONS_SET.add(python)
     memory = memory or SparkMemorySettings()
     if memory.malloc_arena_max:   # the local JVM inherits this process's environment, its Python workers the JVM's
         os.environ.setdefault("MALLOC_ARENA_MAX", str(memory.malloc_arena_max))

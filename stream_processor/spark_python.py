@@ -29,17 +29,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["ENABLE_VARIABLE", "launcher_text", "spark_python", "packages_installed"]
+__all__ = ["ENABLE_VARIABLE", "launcher_text", "spark_python", "packages_installed", "is_launcher"]
 
 log = logging.getLogger(__name__)
 
 ENABLE_VARIABLE = "LINEAGE_SPARK_PYTHON_LAUNCHER"
 _NAME = "python"
+_MARKER = "# Written by lineage's stream_processor/spark_python.py"
 
 #: The launcher. ``set -f``: an entry is never expanded as a pattern; an empty entry inside the path (the working
 #: directory) is kept, a leading one is not.
 _TEMPLATE = """#!/bin/sh
-# Written by lineage's stream_processor/spark_python.py: runs {executable} for Spark without PySpark's source
+{marker}: runs {executable} for Spark without PySpark's source
 # zips (and jars) on PYTHONPATH, so the installed pyspark and py4j are imported with their bytecode caches.
 set -f
 keep=
@@ -58,7 +59,20 @@ exec {quoted} "$@"
 
 def launcher_text(executable: str) -> str:
     """The launcher's text for ``executable``."""
-    return _TEMPLATE.format(executable=executable.replace("\n", " "), quoted=shlex.quote(executable))
+    return _TEMPLATE.format(marker=_MARKER, executable=executable.replace("\n", " "), quoted=shlex.quote(executable))
+
+
+def is_launcher(path: str | None) -> bool:
+    """Whether ``path`` is a launcher this module wrote (for any interpreter): a ``PYSPARK_PYTHON`` a parent process
+    of ours left in the environment, which a cluster session must not hand its executors."""
+    if not path:
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(_MARKER) + 16)
+    except OSError:
+        return False
+    return _MARKER.encode() in head
 
 
 def packages_installed() -> bool:

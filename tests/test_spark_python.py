@@ -14,7 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from stream_processor.spark_python import ENABLE_VARIABLE, launcher_text, packages_installed, spark_python
+from stream_processor.spark_python import (
+    ENABLE_VARIABLE,
+    is_launcher,
+    launcher_text,
+    packages_installed,
+    spark_python,
+)
 
 PRINT_PATH = "import os, sys; print(os.environ.get('PYTHONPATH')); print(sys.executable)"
 
@@ -59,6 +65,34 @@ def test_the_launcher_is_written_once_executable_and_reused(tmp_path: Path, laun
     assert spark_python("local[*]", cache_root=tmp_path) == launcher
     assert Path(launcher).stat().st_mtime_ns == before
     assert Path(launcher).read_text() == launcher_text(sys.executable)
+
+
+@pytest.mark.unit
+def test_a_launcher_is_told_from_an_interpreter(tmp_path: Path, launcher: str) -> None:
+    """A launcher left in ``PYSPARK_PYTHON`` (an earlier local session's) is replaced by a cluster session's choice."""
+    assert is_launcher(launcher)
+    assert not is_launcher(sys.executable)
+    assert not is_launcher(str(tmp_path / "missing"))
+    assert not is_launcher(None)
+
+
+@pytest.mark.unit
+def test_a_cluster_session_after_a_local_one_hands_out_the_interpreter(launcher: str,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from stream_processor import session
+
+    class Stop(Exception):
+        pass
+
+    def stop(*_args: object, **_kwargs: object) -> object:
+        raise Stop   # the environment is settled before the memory settings are read
+
+    monkeypatch.setenv("PYSPARK_PYTHON", launcher)
+    monkeypatch.setenv("PYSPARK_DRIVER_PYTHON", launcher)
+    monkeypatch.setattr(session, "SparkMemorySettings", stop)
+    with pytest.raises(Stop):
+        session.build_spark_session(master="spark://127.0.0.1:7077")
+    assert os.environ["PYSPARK_PYTHON"] == os.environ["PYSPARK_DRIVER_PYTHON"] == sys.executable
 
 
 @pytest.mark.unit
