@@ -28,7 +28,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-__all__ = ["CLASS_NAME", "JAVA_SOURCE", "ENABLE_VARIABLE", "local_fs_jar", "local_fs_conf"]
+__all__ = ["CLASS_NAME", "JAVA_SOURCE", "ENABLE_VARIABLE", "local_fs_jar", "local_fs_conf", "cache_dir", "turned_off"]
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +46,15 @@ def _javac() -> str | None:
     return shutil.which("javac")
 
 
-def _cache_root() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lineage" / "java"
+def cache_dir(kind: str) -> Path:
+    """``$XDG_CACHE_HOME/lineage/<kind>`` (default ``~/.cache/lineage/<kind>``): where local mode keeps what it builds
+    once (this jar, stream_processor/spark_python.py's launcher)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lineage" / kind
+
+
+def turned_off(variable: str) -> bool:
+    """Whether the default-on switch ``variable`` is set to 0, false, no or off."""
+    return os.environ.get(variable, "true").strip().lower() in ("0", "false", "no", "off")
 
 
 def local_fs_jar(cache_root: Path | None = None) -> str | None:
@@ -60,7 +67,7 @@ def local_fs_jar(cache_root: Path | None = None) -> str | None:
     jars = Path(pyspark.__file__).parent / "jars"
     source = JAVA_SOURCE.read_bytes()
     key = hashlib.sha256(source + pyspark.__version__.encode()).hexdigest()[:16]
-    target = (cache_root or _cache_root()) / key / _JAR_NAME
+    target = (cache_root or cache_dir("java")) / key / _JAR_NAME
     if target.is_file():
         return str(target)
     if key in _failed:
@@ -96,7 +103,7 @@ def local_fs_conf(master: str | None, extra_class_path: str | None = None) -> di
     """Spark settings that make :data:`CLASS_NAME` the local driver's ``file:`` file system (``{}`` for a cluster,
     when turned off, or without the jar). ``extra_class_path``: a ``spark.driver.extraClassPath`` given otherwise,
     kept ahead of the jar."""
-    if os.environ.get(ENABLE_VARIABLE, "true").strip().lower() in ("0", "false", "no", "off"):
+    if turned_off(ENABLE_VARIABLE):
         return {}
     if not (master or "").startswith("local"):
         return {}

@@ -29,6 +29,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .localfs import cache_dir, turned_off
+
 __all__ = ["ENABLE_VARIABLE", "launcher_text", "spark_python", "packages_installed", "is_launcher"]
 
 log = logging.getLogger(__name__)
@@ -86,24 +88,16 @@ def packages_installed() -> bool:
     return all(f and Path(f).parent.is_dir() for f in files)
 
 
-def _cache_root() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lineage" / "spark-python"
-
-
-def _enabled() -> bool:
-    return os.environ.get(ENABLE_VARIABLE, "true").strip().lower() not in ("0", "false", "no", "off")
-
-
 def spark_python(master: str | None, executable: str = sys.executable, cache_root: Path | None = None) -> str:
     """The interpreter to give Spark (``PYSPARK_PYTHON``) for ``master``: the launcher in local mode (module doc),
     written now if missing; ``executable`` itself for a cluster, when turned off, off POSIX, without installed
     packages, or when the launcher cannot be written (logged)."""
-    if not (master or "").startswith("local") or os.name != "posix" or not _enabled() or not executable:
+    if not (master or "").startswith("local") or os.name != "posix" or turned_off(ENABLE_VARIABLE) or not executable:
         return executable
     if not os.path.isfile("/bin/sh") or not packages_installed():
         return executable
     text = launcher_text(executable)
-    target = (cache_root or _cache_root()) / hashlib.sha256(text.encode()).hexdigest()[:16] / _NAME
+    target = (cache_root or cache_dir("spark-python")) / hashlib.sha256(text.encode()).hexdigest()[:16] / _NAME
     if target.is_file() and os.access(target, os.X_OK):
         return str(target)
     try:
